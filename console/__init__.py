@@ -1,0 +1,1 @@
+"""The review console (`lonca.console`): Starlette routes over the socket client only."""

@@ -1,0 +1,3 @@
+from lonca.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""The worker (`lonca.service`): socket server, methods, log, state replay, sessions."""
