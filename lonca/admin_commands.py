@@ -1,0 +1,396 @@
+"""Commands for people and operators: daemon, init, human login / whoami, status, log, audit
+verify, doctor."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+from lonca import humankeys, paths
+from lonca.audit import ChainVerifier, verify_entries
+from lonca.canonical import canonical
+from lonca.client import Client, Unreachable, checked_ping
+from lonca.output import OK, REFUSED, Usage, decision_exit, emit_json, paint
+from lonca.protocol import LOGIN_TTL_DEFAULT_MS, LoncaError
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def register(sub) -> None:
+    d = sub.add_parser("daemon", help="run the worker in the foreground")
+    d.set_defaults(run=cmd_daemon)
+
+    i = sub.add_parser("init", help="create a repository (empty, or imported from a git branch)")
+    i.add_argument("repo")
+    i.add_argument("--import", dest="import_from", metavar="PATH")
+    i.add_argument("--branch")
+    i.add_argument("--human", default=None, help="your human name (default: $LONCA_HUMAN or your login)")
+    i.add_argument("--profile", choices=["cooperative", "hardened"])
+    i.add_argument("--json", action="store_true")
+    i.set_defaults(run=cmd_init)
+
+    h = sub.add_parser("human", help="your human key and session").add_subparsers(dest="human_cmd", metavar="COMMAND")
+    hl = h.add_parser("login", help="open a human session with your file key")
+    hl.add_argument("--repo")
+    hl.add_argument("--human")
+    hl.add_argument("--ttl-ms", type=int, default=LOGIN_TTL_DEFAULT_MS)
+    hl.add_argument("--json", action="store_true")
+    hl.set_defaults(run=cmd_login)
+    hw = h.add_parser("whoami", help="your human name and public key (local)")
+    hw.add_argument("--human")
+    hw.add_argument("--json", action="store_true")
+    hw.set_defaults(run=cmd_whoami)
+
+    s = sub.add_parser("status", help="a repository's state")
+    s.add_argument("--repo")
+    s.add_argument("--human")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(run=cmd_status)
+
+    lg = sub.add_parser("log", help="a repository's log entries")
+    lg.add_argument("--repo")
+    lg.add_argument("--human")
+    lg.add_argument("--from", dest="start", type=int, default=1)
+    lg.add_argument("--follow", action="store_true", help="keep waiting for new entries")
+    lg.add_argument("--json", action="store_true", help="one {entry, hash, sig} per line (the export format)")
+    lg.set_defaults(run=cmd_log)
+
+    a = sub.add_parser("audit", help="verify logs offline").add_subparsers(dest="audit_cmd", metavar="COMMAND")
+    av = a.add_parser("verify", help="check the chain, daemon and human signatures of a log, offline")
+    av.add_argument("--repo", help="only this repository (default: every one in the database)")
+    av.add_argument("--file", help="an exported log (lonca log --json) instead of the database")
+    av.add_argument("--database", help="a database URL (default: LONCA_DATABASE_URL or $LONCA_HOME/lonca.db)")
+    av.add_argument("--json", action="store_true")
+    av.set_defaults(run=cmd_audit_verify)
+
+    dr = sub.add_parser("doctor", help="check the daemon, its socket, git, your key and each repository's log")
+    dr.add_argument("--human")
+    dr.add_argument("--json", action="store_true")
+    dr.set_defaults(run=cmd_doctor)
+
+
+# -- the worker ------------------------------------------------------------------------------
+
+def cmd_daemon(args) -> int:
+    import asyncio
+    import logging
+
+    from lonca.service import config as service_config
+    from lonca.service.daemon import serve
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    cfg = service_config.from_env()
+
+    def ready(daemon):
+        print(f"lonca daemon: listening on {cfg.socket}", flush=True)
+        print(f"  home {cfg.home}; database {daemon.engine.url.render_as_string(hide_password=True)}", flush=True)
+        print(f"  daemon key {daemon.public_key}; {len(daemon.state.repos)} repositories", flush=True)
+
+    try:
+        asyncio.run(serve(cfg, ready))
+    except LoncaError as e:
+        print(f"{e.code}: {e.message}", file=sys.stderr)
+        return REFUSED
+    return OK
+
+
+# -- humans ----------------------------------------------------------------------------------
+
+def human_name(args) -> str:
+    return getattr(args, "human", None) or humankeys.default_human()
+
+
+def need_key(name: str) -> humankeys.HumanKey:
+    key = humankeys.load_key(name)
+    if key is None:
+        raise Usage(f"no usable key for {name} at {humankeys.key_path(name)} (create one with `lonca init`)")
+    return key
+
+
+def login(client: Client, name: str, repo: str | None = None, ttl_ms: int = LOGIN_TTL_DEFAULT_MS) -> dict:
+    key = need_key(name)
+    res = client.call("human.login", {"sig": key.sign_login(repo, ttl_ms), "ttl_ms": ttl_ms}, repo=repo)
+    path = humankeys.write_session(name, res["token"], res["expires_ms"])
+    return {**res, "session_file": str(path)}
+
+
+def human_token(client: Client, name: str) -> str:
+    """The saved session's token, logging in first when there is none usable."""
+    token = humankeys.read_session(name, now_ms())
+    if token is None:
+        login(client, name)
+        token = humankeys.read_session(name, now_ms())
+    return token
+
+
+def human_call(client: Client, name: str, method: str, params: dict | None = None, repo: str | None = None):
+    """A call with the human session; an expired or foreign session logs in again once."""
+    try:
+        return client.call(method, params, repo=repo, token=human_token(client, name))
+    except LoncaError as e:
+        if e.code not in ("unauthenticated", "forbidden"):
+            raise
+        login(client, name)
+        return client.call(method, params, repo=repo, token=humankeys.read_session(name, now_ms()))
+
+
+def pick_repo(client: Client, name: str, repo: str | None) -> str:
+    if repo:
+        return repo
+    repos = human_call(client, name, "repo.list")
+    if len(repos) != 1:
+        raise Usage(f"name the repository with --repo (you are enrolled in {len(repos)}: {', '.join(repos) or 'none'})")
+    return repos[0]
+
+
+def cmd_init(args) -> int:
+    name = human_name(args)
+    key = humankeys.load_key(name)
+    created = key is None
+    if created:
+        if humankeys.key_path(name).exists():
+            raise Usage(f"{humankeys.key_path(name)} exists but is not a private regular file of yours; fix its mode (0600)")
+        key = humankeys.create_key(name)
+    import_from = os.path.abspath(args.import_from) if args.import_from and "://" not in args.import_from and "@" not in args.import_from else args.import_from
+    with Client() as c:
+        token = humankeys.read_session(name, now_ms())
+        params = {"repo": args.repo, "human": name, "human_key": key.public, "import_from": import_from,
+                  "branch": args.branch, "profile": args.profile}
+        prepared = c.call("repo.prepare_init", params, token=token)
+        res = c.call("repo.init", {"op": prepared["op"], "sig": key.sign_op(args.repo, prepared["op"])}, token=token)
+    out = {"repo": args.repo, "trunk": prepared["op"]["trunk"], "seq": res["seq"], "decision": res["decision"],
+           "warnings": prepared["warnings"], "profile": prepared["profile"]}
+    if args.json:
+        emit_json(out)
+    else:
+        if created:
+            print(f"created your key {humankeys.key_path(name)}")
+        print(f"{paint('created', '32')} repository {args.repo} at trunk {out['trunk'][:12]} (seq {out['seq']}, profile {out['profile']})")
+        for w in prepared["warnings"]:
+            print(f"warning: {w}", file=sys.stderr)
+    return decision_exit(res["decision"])
+
+
+def cmd_login(args) -> int:
+    name = human_name(args)
+    with Client() as c:
+        res = login(c, name, args.repo, args.ttl_ms)
+        repos = c.call("repo.list", token=res["token"])
+    out = {"human": res["human"], "expires_ms": res["expires_ms"], "session_file": res["session_file"], "repos": repos}
+    if args.json:
+        emit_json(out)
+    else:
+        print(f"logged in as {out['human']} until {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(out['expires_ms'] / 1000))}")
+        print(f"  session file {out['session_file']}; repositories: {', '.join(repos) or 'none'}")
+    return OK
+
+
+def cmd_whoami(args) -> int:
+    key = need_key(human_name(args))
+    out = {"human": key.name, **key.public}
+    if args.json:
+        emit_json(out)
+    else:
+        print(f"{key.name}: {out['alg']} {out['public']}")
+    return OK
+
+
+# -- reading ---------------------------------------------------------------------------------
+
+def cmd_status(args) -> int:
+    name = human_name(args)
+    with Client() as c:
+        repo = pick_repo(c, name, args.repo)
+        st = human_call(c, name, "status", repo=repo)
+    if args.json:
+        emit_json(st, pretty=True)
+        return OK
+    print(f"{paint(st['repo'], '1')}  trunk {st['trunk'][:12]}  next seq {st['next_seq']}  frozen: {st['frozen'] or 'no'}")
+    print(f"humans: {', '.join(sorted(st['humans'])) or 'none'}")
+    live = [s for s in st["sessions"] if s["active"]]
+    print(f"sessions: {len(live)} active of {len(st['sessions'])}")
+    for s in live:
+        print(f"  {s['id']}  {s['agent']}  task {s['task'] or '-'}  expires {time.strftime('%H:%M:%S', time.localtime(s['expires_ms'] / 1000))}")
+    print(f"queue: {len(st['queue'])}  pending: {len(st['pending'])}  leases: {len(st['leases'])}")
+    return OK
+
+
+def _actor_label(actor: dict) -> str:
+    if actor.get("kind") == "agent":
+        return f"agent:{actor.get('name')}/{actor.get('session')}"
+    if actor.get("kind") == "human":
+        return f"human:{actor.get('name')}"
+    return "daemon"
+
+
+def cmd_log(args) -> int:
+    name = human_name(args)
+    start = args.start
+    with Client(timeout=None if args.follow else 60) as c:
+        repo = pick_repo(c, name, args.repo)
+        while True:
+            entries = human_call(c, name, "log", {"from": start, "wait_ms": 30_000 if args.follow else None}, repo=repo)
+            for e in entries:
+                if args.json:
+                    emit_json(e)
+                else:
+                    en = e["entry"]
+                    t = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(en["time_ms"] / 1000))
+                    print(f"{en['seq']:>6}  {t}  {_actor_label(en['actor']):<32} {en['op']['op']:<18} {en['decision']['outcome']}"
+                          + (f" ({', '.join(en['decision']['reasons'])})" if en["decision"]["reasons"] else ""), flush=True)
+                start = e["entry"]["seq"] + 1
+            if not args.follow and len(entries) < 1000:
+                return OK
+
+
+# -- audit -----------------------------------------------------------------------------------
+
+def _rows_from_database(url: str, repo: str | None) -> dict[str, list[tuple[str, str, str]]]:
+    from sqlalchemy import create_engine, text
+
+    engine = create_engine(url)
+    try:
+        with engine.connect() as conn:
+            q = "SELECT repo, seq, entry, hash, sig FROM log_entries" + (" WHERE repo = :repo" if repo else "") + " ORDER BY repo, seq"
+            out: dict[str, list] = {}
+            for r in conn.execute(text(q), {"repo": repo} if repo else {}):
+                out.setdefault(r.repo, []).append((r.entry, r.hash, r.sig))
+            return out
+    finally:
+        engine.dispose()
+
+
+def _rows_from_file(path: str, repo: str | None) -> dict[str, list[tuple[str, str, str]]]:
+    rows: list[tuple[str, str, str]] = []
+    name = repo
+    with open(path, encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                item = json.loads(line)
+                rows.append((canonical(item["entry"]).decode(), item["hash"], item["sig"]))
+            except (ValueError, KeyError, TypeError):
+                raise Usage(f"{path}:{n} is not an exported log line") from None
+            if name is None and item["entry"].get("seq") == 1:
+                name = item["entry"]["op"].get("repo")
+    if name is None:
+        raise Usage("name the repository with --repo (the export has no repo.init)")
+    return {name: rows}
+
+
+def cmd_audit_verify(args) -> int:
+    if args.file:
+        logs = _rows_from_file(args.file, args.repo)
+    else:
+        url = args.database or paths.database_url()
+        if url.startswith("sqlite:///") and not os.path.exists(url[len("sqlite:///"):]):
+            raise Usage(f"no database at {url[len('sqlite:///'):]}; set LONCA_HOME or pass --database")
+        logs = _rows_from_database(url, args.repo)
+    if args.repo and args.repo not in logs:
+        raise Usage(f"no log of {args.repo} there")
+    results = []
+    for repo, rows in sorted(logs.items()):
+        count, problem = verify_entries(repo, rows)
+        results.append({"repo": repo, "entries": count, "ok": problem is None,
+                        "bad_seq": problem.seq if problem else None, "reason": problem.reason if problem else None})
+    ok = all(r["ok"] for r in results)
+    if args.json:
+        emit_json({"ok": ok, "logs": results})
+    else:
+        for r in results:
+            if r["ok"]:
+                print(f"{paint('ok', '32')}   {r['repo']}: {r['entries']} entries; chain, daemon and human signatures verify")
+            else:
+                print(f"{paint('BAD', '31')}  {r['repo']}: seq {r['bad_seq']}: {r['reason']} ({r['entries']} entries before it verify)")
+    if not ok:
+        bad = next(r for r in results if not r["ok"])
+        print(f"integrity: {bad['repo']} seq {bad['bad_seq']}: {bad['reason']}", file=sys.stderr)
+    return OK if ok else REFUSED
+
+
+# -- doctor ----------------------------------------------------------------------------------
+
+def _check(name, level, detail, hint=None) -> dict:
+    return {"name": name, "level": level, "detail": detail, "hint": hint}
+
+
+def doctor_checks(name: str) -> tuple[str | None, list[dict]]:
+    checks = []
+    sock = paths.socket_path()
+    checks.append(_check("mode", "pass", "cooperative: the daemon runs as your user (no /etc/lonca/daemon.toml)")
+                  if not os.path.exists("/etc/lonca/daemon.toml") else _check("mode", "pass", "hardened: /etc/lonca/daemon.toml names the daemon"))
+    mode = "cooperative" if not os.path.exists("/etc/lonca/daemon.toml") else "hardened"
+    client = Client(timeout=10)
+    try:
+        client.connect()
+        checks.append(_check("socket", "pass", f"{sock} is a socket of the daemon's user"))
+        pong = checked_ping(client)
+        checks.append(_check("daemon", "pass", f"lonca {pong['version']}, protocol {pong['protocol']}"))
+    except Unreachable as e:
+        checks.append(_check("socket", "fail", str(e), "start the daemon: `lonca daemon` (or `make run`)"))
+        checks.append(_check("daemon", "fail", "not reachable", "start the daemon, then run doctor again"))
+        client = None
+    git = shutil.which("git")
+    if git:
+        ver = subprocess.run([git, "--version"], capture_output=True, text=True, timeout=10).stdout.strip()
+        checks.append(_check("git", "pass", ver))
+    else:
+        checks.append(_check("git", "warn", "git is not on PATH", "install git to use workspaces"))
+    key = humankeys.load_key(name)
+    if key is None:
+        checks.append(_check("human", "warn", f"no file key for {name}", "`lonca init <repo>` creates one"))
+    else:
+        checks.append(_check("human", "pass", f"{name} has an ed25519 file key"))
+    if client is not None and key is not None:
+        try:
+            repos = human_call(client, name, "repo.list")
+        except LoncaError as e:
+            repos = []
+            checks.append(_check("human", "warn", f"{name} could not log in ({e.code})", "is your key enrolled in a repository?"))
+        for repo in repos:
+            checks.extend(_repo_checks(client, name, repo))
+    if client is not None:
+        client.close()
+    return mode, checks
+
+
+def _repo_checks(client: Client, name: str, repo: str) -> list[dict]:
+    verifier, start, count = ChainVerifier(repo), 1, 0
+    problem = None
+    while problem is None:
+        entries = human_call(client, name, "log", {"from": start}, repo=repo)
+        for e in entries:
+            problem = verifier.check(canonical(e["entry"]).decode(), e["hash"], e["sig"])
+            if problem:
+                break
+            count += 1
+        if len(entries) < 1000 or problem:
+            break
+        start = entries[-1]["entry"]["seq"] + 1
+    out = [_check(f"log {repo}", "pass", f"{count} entries verify") if problem is None
+           else _check(f"log {repo}", "fail", str(problem), "run `lonca audit verify` and restore from a backup")]
+    st = human_call(client, name, "status", repo=repo)
+    out.append(_check(f"human {repo}", "pass", f"{name} is enrolled"))
+    out.append(_check(f"frozen {repo}", "pass", "not frozen") if not st["frozen"]
+               else _check(f"frozen {repo}", "warn", f"frozen: {st['frozen']}", "a human unfreezes it"))
+    return out
+
+
+def cmd_doctor(args) -> int:
+    mode, checks = doctor_checks(human_name(args))
+    ok = not any(c["level"] == "fail" for c in checks)
+    if args.json:
+        emit_json({"ok": ok, "mode": mode, "checks": checks})
+    else:
+        marks = {"pass": paint("[✓]", "32"), "warn": paint("[!]", "33"), "fail": paint("[✗]", "31")}
+        for c in checks:
+            print(f"{marks[c['level']]} {c['name'][:1].upper() + c['name'][1:]}: {c['detail']}")
+            if c["level"] != "pass" and c["hint"]:
+                print(f"    • {c['hint']}")
+        issues = sum(1 for c in checks if c["level"] != "pass")
+        print(f"\n{'No issues found!' if not issues else f'Doctor found issues in {issues} categor' + ('y.' if issues == 1 else 'ies.')}")
+    return OK if ok else REFUSED

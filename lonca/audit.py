@@ -1,0 +1,116 @@
+"""Offline verification of a repository's log: the hash chain, every daemon signature and every
+human signature, from nothing but the entries. The worker runs the same check when it replays the
+log at start; `lonca audit verify` runs it on the database or an exported log."""
+import json
+from dataclasses import dataclass
+from typing import Iterable
+
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+from lonca import humansig
+from lonca.canonical import canonical, sha256_hex
+from lonca.protocol import ZERO_HASH
+
+# Operations whose allowed entry changes which key a human signs with.
+KEY_OPS = {"human.enroll", "human.rotate", "human.recover"}
+
+
+@dataclass
+class Problem:
+    seq: int
+    reason: str
+
+    def __str__(self) -> str:
+        return f"seq {self.seq}: {self.reason}"
+
+
+def daemon_sig_ok(public_hex: str, hash_hex: str, sig_hex: str) -> bool:
+    try:
+        Ed25519PublicKey.from_public_bytes(bytes.fromhex(public_hex)).verify(bytes.fromhex(sig_hex), bytes.fromhex(hash_hex))
+        return True
+    except (ValueError, InvalidSignature):
+        return False
+
+
+class ChainVerifier:
+    """Feed entries in order; `check` returns the problem with one, or None and moves on."""
+
+    def __init__(self, repo: str):
+        self.repo = repo
+        self.expected_seq = 1
+        self.prev = ZERO_HASH
+        self.daemon_key: str | None = None
+        self.humans: dict[str, dict] = {}
+
+    def check(self, text: str, hash_hex: str, sig_hex: str) -> Problem | None:
+        seq = self.expected_seq
+        try:
+            entry = json.loads(text)
+        except ValueError:
+            return Problem(seq, "the entry is not JSON")
+        if not isinstance(entry, dict) or canonical(entry) != text.encode():
+            return Problem(seq, "the entry is not canonical JSON")
+        if sha256_hex(text.encode()) != hash_hex:
+            return Problem(seq, "the hash does not match the entry")
+        if entry.get("seq") != seq:
+            return Problem(seq, f"sequence number {entry.get('seq')!r} where {seq} was expected")
+        if entry.get("prev") != self.prev:
+            return Problem(seq, "prev does not name the previous entry's hash")
+        op = entry.get("op") or {}
+        if seq == 1:
+            if op.get("op") != "repo.init" or op.get("repo") != self.repo:
+                return Problem(seq, "the first entry is not this repository's repo.init")
+            self.daemon_key = op.get("daemon_key")
+        if not self.daemon_key or not daemon_sig_ok(self.daemon_key, hash_hex, sig_hex):
+            return Problem(seq, "the daemon signature does not verify")
+        problem = self._human(entry, op)
+        if problem:
+            return Problem(seq, problem)
+        self._advance(entry, op)
+        self.expected_seq += 1
+        self.prev = hash_hex
+        return None
+
+    def _human(self, entry: dict, op: dict) -> str | None:
+        sig = entry.get("human")
+        if sig is None:
+            return None
+        name = sig.get("human") if isinstance(sig, dict) else None
+        key = op.get("human_key") if op.get("op") == "repo.init" else self.humans.get(name)
+        if op.get("op") == "repo.init" and name != op.get("human"):
+            return "repo.init is not signed by the human it enrols"
+        if key is None:
+            return f"signed by {name!r}, who is not enrolled"
+        try:
+            message = humansig.intent_bytes(self.repo, op, sig["nonce"], sig["issued_ms"])
+        except (KeyError, TypeError, ValueError):
+            return "the human signature is malformed"
+        if not humansig.verify(key, message, sig.get("sig", "")):
+            return f"the human signature of {name} does not verify"
+        return None
+
+    def _advance(self, entry: dict, op: dict) -> None:
+        if (entry.get("decision") or {}).get("outcome") != "allow":
+            return
+        kind = op.get("op")
+        if kind == "repo.init":
+            self.humans[op["human"]] = op["human_key"]
+        elif kind in KEY_OPS:
+            self.humans[op["human"]] = op["key"]
+        elif kind == "human.revoke":
+            self.humans.pop(op.get("human"), None)
+        elif kind == "daemon.rotate":
+            self.daemon_key = op.get("key")
+
+
+def verify_entries(repo: str, rows: Iterable[tuple[str, str, str]]) -> tuple[int, Problem | None]:
+    """(entries verified, first problem or None) for (entry text, hash, sig) rows in seq order."""
+    verifier = ChainVerifier(repo)
+    count = 0
+    for text, hash_hex, sig_hex in rows:
+        problem = verifier.check(text, hash_hex, sig_hex)
+        if problem:
+            return count, problem
+        count += 1
+    return count, None

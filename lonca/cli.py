@@ -1,0 +1,43 @@
+"""`lonca`: the one command. Commands that start the worker or the console import them inside
+the command; everything else speaks to the worker through `lonca.client`."""
+import argparse
+import sys
+
+import lonca
+from lonca import admin_commands
+from lonca.client import Unreachable
+from lonca.output import OK, REFUSED, UNREACHABLE, USAGE, Usage, fail
+from lonca.protocol import LoncaError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="lonca", description="Symbol leases and a merge queue for AI coding agents, with human review.")
+    p.add_argument("--version", action="version", version=f"lonca {lonca.__version__}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    admin_commands.register(sub)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "run", None):
+        parser.print_help()
+        return USAGE
+    try:
+        return args.run(args)
+    except Usage as e:
+        fail("usage", str(e))
+        return USAGE
+    except Unreachable as e:
+        fail("unreachable", str(e))
+        return UNREACHABLE
+    except LoncaError as e:
+        fail(e.code, e.message)
+        return REFUSED
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,105 @@
+"""A human's file key and session file on this machine (seed 001, "The human session file").
+
+Keys live in $LONCA_HUMANS (else ~/.config/lonca/humans) as <name>.key (PEM, 0600); the session
+as <name>.session, {"token", "expires_ms"}, 0600. A file that is a link, someone else's, or open
+to group or others is not used."""
+import getpass
+import json
+import os
+import secrets
+import stat
+import time
+from pathlib import Path
+
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from lonca import humansig, paths
+
+
+def default_human() -> str:
+    return os.environ.get("LONCA_HUMAN") or getpass.getuser()
+
+
+def _write_private(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    tmp = path.with_name(path.name + f".{secrets.token_hex(4)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def _private_ok(path: Path) -> bool:
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return False
+    return (stat.S_ISREG(st.st_mode) and st.st_uid == os.getuid()
+            and not st.st_mode & (stat.S_IRWXG | stat.S_IRWXO))
+
+
+class HumanKey:
+    def __init__(self, name: str, private: Ed25519PrivateKey):
+        self.name = name
+        self.private = private
+
+    @property
+    def public(self) -> dict:
+        raw = self.private.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+        return {"alg": "ed25519", "public": raw.hex()}
+
+    def _sig(self, message: bytes, nonce: str, issued_ms: int) -> dict:
+        return {"human": self.name, "nonce": nonce, "issued_ms": issued_ms, "sig": humansig.sign_ed25519(self.private, message)}
+
+    def sign_op(self, repo: str, op: dict, now_ms: int | None = None) -> dict:
+        nonce, issued = secrets.token_hex(16), now_ms if now_ms is not None else int(time.time() * 1000)
+        return self._sig(humansig.intent_bytes(repo, op, nonce, issued), nonce, issued)
+
+    def sign_login(self, repo: str | None, ttl_ms: int, now_ms: int | None = None) -> dict:
+        nonce, issued = secrets.token_hex(16), now_ms if now_ms is not None else int(time.time() * 1000)
+        return self._sig(humansig.login_bytes(repo, self.name, ttl_ms, nonce, issued), nonce, issued)
+
+
+def key_path(name: str) -> Path:
+    return paths.humans_dir() / f"{name}.key"
+
+
+def session_path(name: str) -> Path:
+    return paths.humans_dir() / f"{name}.session"
+
+
+def load_key(name: str) -> HumanKey | None:
+    path = key_path(name)
+    if not _private_ok(path):
+        return None
+    return HumanKey(name, serialization.load_pem_private_key(path.read_bytes(), password=None))
+
+
+def create_key(name: str) -> HumanKey:
+    private = Ed25519PrivateKey.generate()
+    pem = private.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    _write_private(key_path(name), pem)
+    return HumanKey(name, private)
+
+
+def read_session(name: str, now_ms: int) -> str | None:
+    """The session token, if the file is safe to use and the session has not expired."""
+    path = session_path(name)
+    if not _private_ok(path):
+        return None
+    try:
+        data = json.loads(path.read_text())
+    except (ValueError, OSError):
+        return None
+    if not isinstance(data, dict) or not isinstance(data.get("token"), str) or data.get("expires_ms", 0) <= now_ms:
+        return None
+    return data["token"]
+
+
+def write_session(name: str, token: str, expires_ms: int) -> Path:
+    path = session_path(name)
+    _write_private(path, json.dumps({"token": token, "expires_ms": expires_ms}).encode())
+    return path

@@ -1,0 +1,37 @@
+"""What the CLI prints and how it exits (seed 001, "CLI for runners"): one JSON value on stdout with
+--json and nothing else there; `code: message` on stderr for a refusal; colour only on a terminal
+without NO_COLOR or TERM=dumb."""
+import json
+import os
+import sys
+
+OK, REFUSED, UNREACHABLE, USAGE = 0, 1, 2, 3
+
+
+class Usage(Exception):
+    """Everything that never reached the daemon: exit 3."""
+
+
+def colour_on(stream=sys.stdout) -> bool:
+    return stream.isatty() and "NO_COLOR" not in os.environ and os.environ.get("TERM") != "dumb"
+
+
+def paint(text: str, code: str, stream=sys.stdout) -> str:
+    return f"\x1b[{code}m{text}\x1b[0m" if colour_on(stream) else text
+
+
+def emit_json(value, pretty: bool = False) -> None:
+    sys.stdout.write(json.dumps(value, indent=2 if pretty else None, ensure_ascii=False) + "\n")
+    sys.stdout.flush()
+
+
+def fail(code: str, message: str) -> None:
+    sys.stderr.write(f"{code}: {message}\n")
+
+
+def decision_exit(decision: dict | None) -> int:
+    """A logged decision with outcome deny exits 1 with its reasons on stderr."""
+    if decision and decision.get("outcome") == "deny":
+        fail("denied", ", ".join(decision.get("reasons", [])) or "denied")
+        return REFUSED
+    return OK

@@ -1,0 +1,49 @@
+"""Protocol constants every client and the worker share (seed 001, "Wire format", "Error codes")."""
+
+PROTOCOL = 1
+LOG_FORMAT = 28
+
+LINE_MAX = 64 * 1024
+BIG_LINE_MAX = 96 * 1024 * 1024
+# Methods whose line may exceed LINE_MAX, up to BIG_LINE_MAX (decided from the first 64 KiB).
+BIG_METHODS = frozenset({
+    "tree", "blobs", "human.prepare_change", "human.prepare_policy", "human.submit",
+    "lease.acquire", "lease.interest", "change.propose", "facts.preview", "session.end",
+    "hook.event", "hook.input", "hook.stop",
+})
+
+ERROR_CODES = frozenset({
+    "invalid", "unauthenticated", "forbidden", "not_in_sandbox", "session_inactive",
+    "unknown_method", "not_found", "too_large", "rate_limited", "busy", "verifying", "closed",
+    "timeout", "conflict", "denied", "foreign_key", "up_to_date", "not_fast_forward", "git",
+    "integrity", "unsupported", "internal",
+})
+TRANSIENT_CODES = frozenset({"rate_limited", "busy", "closed"})
+
+AGENT_TOKEN_PREFIX = "lonca_"
+HUMAN_TOKEN_PREFIX = "lonca_h_"
+
+LOGIN_TTL_DEFAULT_MS = 3_600_000
+LOGIN_TTL_MAX_MS = 86_400_000
+SIGNATURE_LIFETIME_MS = 10 * 60_000
+SIGNATURE_SKEW_MS = 60_000
+NONCE_MIN, NONCE_MAX = 16, 128
+
+ZERO_HASH = "0" * 64
+REPO_NAME_MAX = 64
+
+
+class LoncaError(Exception):
+    """An error answer of the daemon: a stable code and a message for people."""
+
+    def __init__(self, code: str, message: str):
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+
+    @property
+    def is_transient(self) -> bool:
+        return self.code in TRANSIENT_CODES
+
+    def to_json(self) -> dict:
+        return {"code": self.code, "message": self.message}

@@ -1,0 +1,60 @@
+"""The worker's settings: paths and every limit of the wire, each overridable from the
+environment so tests can make them small (LONCA_<NAME> in upper case, e.g. LONCA_IDLE_S)."""
+import os
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+
+from lonca import paths
+from lonca.protocol import BIG_LINE_MAX, LINE_MAX
+
+
+@dataclass
+class Limits:
+    line_max: int = LINE_MAX
+    big_line_max: int = BIG_LINE_MAX
+    big_lines_budget: int = 192 * 1024 * 1024  # long lines held at once
+    idle_s: float = 15 * 60
+    line_s: float = 60.0  # a line must arrive within this of its first byte
+    max_conns: int = 1024
+    max_conns_per_uid: int = 512
+    log_wait_max_ms: int = 30_000
+    log_limit_max: int = 1000
+    token_sweep_s: float = 2.0
+
+
+@dataclass
+class Config:
+    home: Path
+    socket: Path
+    database_url: str
+    limits: Limits = field(default_factory=Limits)
+    allowed_uids: frozenset[int] = frozenset()  # besides our own
+    clock_offset_ms: int = 0  # an injectable clock shift for tests (LONCA_CLOCK_OFFSET_MS)
+
+    @property
+    def repos_dir(self) -> Path:
+        return self.home / "repos"
+
+    @property
+    def key_path(self) -> Path:
+        return self.home / "daemon.key"
+
+
+def _env_override(limits: Limits) -> Limits:
+    for f in fields(limits):
+        raw = os.environ.get(f"LONCA_{f.name.upper()}")
+        if raw is not None:
+            setattr(limits, f.name, type(getattr(limits, f.name))(float(raw)))
+    return limits
+
+
+def from_env() -> Config:
+    uids = frozenset(int(u) for u in os.environ.get("LONCA_ALLOWED_UIDS", "").split(",") if u.strip())
+    return Config(
+        home=paths.lonca_home(),
+        socket=paths.socket_path(),
+        database_url=paths.database_url(),
+        limits=_env_override(Limits()),
+        allowed_uids=uids,
+        clock_offset_ms=int(os.environ.get("LONCA_CLOCK_OFFSET_MS", "0")),
+    )

@@ -1,0 +1,176 @@
+"""The worker: opens the store, replays and checks every log, and serves the socket."""
+import asyncio
+import json
+import logging
+import signal
+import time
+
+import pygit2
+from sqlmodel import Session, select
+
+from lonca.audit import ChainVerifier
+from lonca.protocol import LoncaError
+
+from . import auth, daemonkey, gitstore
+from . import human_methods, read_methods, session_methods  # noqa: F401  (they fill the method table)
+from .config import Config
+from .log import LogWriter
+from .methods import METHODS, Call
+from .server import Peer, SocketServer
+from .state import State
+from .store import LogRow, NonceRow, TokenRow, open_engine, repos_in_log
+
+log = logging.getLogger("lonca.daemon")
+REPLAY_PAGE = 5000
+
+
+class Daemon:
+    def __init__(self, config: Config):
+        self.config = config
+        self.engine = None
+        self.state = State()
+        self.tokens = auth.Tokens([])
+        self._stores: dict[str, pygit2.Repository] = {}
+        self.server = SocketServer(config.socket, config.limits, self.handle, config.allowed_uids)
+
+    def now_ms(self) -> int:
+        return int(time.time() * 1000) + self.config.clock_offset_ms
+
+    # -- start ---------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        self.config.home.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self.config.repos_dir.mkdir(exist_ok=True)
+        self.key = daemonkey.load_or_create(self.config.key_path)
+        self.public_key = daemonkey.public_hex(self.key)
+        self.engine = await asyncio.to_thread(open_engine, self.config.database_url)
+        await asyncio.to_thread(self._replay)
+        self.log = LogWriter(self.engine, self.key, self.state, self.now_ms, self._reload)
+        self.log.start()
+        await self.server.start()
+        self._sweeper = asyncio.get_running_loop().create_task(self._sweep())
+
+    def _replay(self) -> None:
+        """State is the replay of the logs, each checked against its chain; a log that does not
+        verify stops the start (`integrity`)."""
+        state = State()
+        with Session(self.engine) as s:
+            for repo in repos_in_log(self.engine):
+                verifier = ChainVerifier(repo)
+                seq = 1
+                while True:
+                    rows = s.exec(select(LogRow).where(LogRow.repo == repo, LogRow.seq >= seq)
+                                  .order_by(LogRow.seq).limit(REPLAY_PAGE)).all()
+                    for row in rows:
+                        problem = verifier.check(row.entry, row.hash, row.sig)
+                        if problem:
+                            raise LoncaError("integrity", f"the log of {repo} does not verify at {problem}; "
+                                                          "run `lonca audit verify` and restore from a backup")
+                        state.apply(repo, json.loads(row.entry), row.hash)
+                    if len(rows) < REPLAY_PAGE:
+                        break
+                    seq = rows[-1].seq + 1
+                self._check_store(repo, state)
+            now = self.now_ms()
+            for n in s.exec(select(NonceRow).where(NonceRow.expires_ms > now)):
+                state.nonces[n.nonce] = n.expires_ms
+            tokens = list(s.exec(select(TokenRow).where(TokenRow.expires_ms > now, TokenRow.ended == False)))  # noqa: E712
+        self.state.__dict__.update(state.__dict__)
+        self.tokens = auth.Tokens(tokens)
+
+    def _check_store(self, repo: str, state: State) -> None:
+        path = self.config.repos_dir / f"{repo}.git"
+        if not path.exists():
+            raise LoncaError("integrity", f"the git store of {repo} is missing at {path}")
+
+    def _reload(self) -> None:
+        log.error("a log commit failed; replaying the logs to get back to what is durable")
+        self._replay()
+
+    def store(self, repo: str) -> pygit2.Repository:
+        if repo not in self._stores:
+            self._stores[repo] = gitstore.open_store(self.config.repos_dir / f"{repo}.git")
+        return self._stores[repo]
+
+    # -- the database outside the log -------------------------------------------------------
+
+    async def db_write(self, rows: list) -> None:
+        def write():
+            with Session(self.engine) as s:
+                for r in rows:
+                    s.merge(r)
+                s.commit()
+        await asyncio.get_running_loop().run_in_executor(self.log._db, write)
+
+    async def db_get(self, model, key):
+        def get():
+            with Session(self.engine) as s:
+                return s.get(model, key)
+        return await asyncio.get_running_loop().run_in_executor(self.log._db, get)
+
+    async def _sweep(self) -> None:
+        """Forget tokens of sessions that are over, a few seconds after they end."""
+        while True:
+            await asyncio.sleep(self.config.limits.token_sweep_s)
+            now = self.now_ms()
+            gone = []
+            for h, row in list(self.tokens.rows.items()):
+                rs = self.state.repo(row.repo) if row.kind == "agent" else None
+                rec = rs.sessions.get(row.session) if rs else None
+                over = row.expires_ms <= now or row.ended or (row.kind == "agent" and (rec is None or not rec.active(now)))
+                if over:
+                    gone.append(h)
+            if gone:
+                for h in gone:
+                    self.tokens.rows.pop(h, None)
+                await self._delete_tokens(gone)
+
+    async def _delete_tokens(self, hashes: list[str]) -> None:
+        def delete():
+            with Session(self.engine) as s:
+                for h in hashes:
+                    row = s.get(TokenRow, h)
+                    if row:
+                        s.delete(row)
+                s.commit()
+        await asyncio.get_running_loop().run_in_executor(self.log._db, delete)
+
+    # -- requests -----------------------------------------------------------------------------
+
+    async def handle(self, peer: Peer, req: dict) -> dict:
+        rid = req["id"]
+        m = METHODS.get(req["method"])
+        try:
+            if m is None:
+                raise LoncaError("unknown_method", f"{req['method']!r} is not a method of protocol 1")
+            params = req.get("params", {})
+            if not isinstance(params, dict):
+                raise LoncaError("invalid", "params is an object ({} when the method has none)")
+            who, repo = auth.check(m.credential, m.name, req, self.tokens, self.state, self.now_ms())
+            token = req.get("token")
+            result = await m.fn(Call(self, peer, m.name, params, repo, who, token))
+            return {"id": rid, "ok": True, "result": result}
+        except LoncaError as e:
+            return {"id": rid, "ok": False, "error": e.to_json()}
+        except Exception:
+            log.exception("method %s failed", req["method"])
+            return {"id": rid, "ok": False, "error": {"code": "internal", "message": "the daemon failed on this request; see its log"}}
+
+    async def stop(self) -> None:
+        self._sweeper.cancel()
+        await self.server.close()
+        await self.log.stop()
+        self.engine.dispose()
+
+
+async def serve(config: Config, ready=None) -> None:
+    daemon = Daemon(config)
+    await daemon.start()
+    if ready:
+        ready(daemon)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    await daemon.stop()

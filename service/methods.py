@@ -1,0 +1,70 @@
+"""The method table: every method with the credential it requires (seed 001, "Credentials").
+docs/decisions.md, "Daemon authentication", lists the same table; a test keeps both equal."""
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Awaitable, Callable
+
+from lonca.protocol import LoncaError
+
+from .auth import CREDENTIALS, Auth
+from .server import Peer
+
+if TYPE_CHECKING:
+    from .daemon import Daemon
+
+
+@dataclass
+class Call:
+    daemon: "Daemon"
+    peer: Peer
+    method: str
+    params: dict
+    repo: str | None
+    auth: Auth | None
+    token: str | None
+
+    def repo_state(self):
+        rs = self.daemon.state.repo(self.repo) if self.repo else None
+        if rs is None:
+            raise LoncaError("not_found" if self.repo else "invalid",
+                             f"no repository {self.repo}" if self.repo else f"{self.method} needs repo")
+        return rs
+
+
+@dataclass(frozen=True)
+class Method:
+    name: str
+    credential: str
+    fn: Callable[[Call], Awaitable[dict | list]]
+
+
+METHODS: dict[str, Method] = {}
+
+
+def method(name: str, credential: str):
+    assert credential in CREDENTIALS, credential
+
+    def register(fn):
+        METHODS[name] = Method(name, credential, fn)
+        return fn
+    return register
+
+
+def params_of(call: Call, allowed: set[str], required: set[str] = frozenset()) -> dict:
+    """The params, refusing unknown and missing names (the seed is strict about shapes)."""
+    p = call.params
+    unknown = sorted(set(p) - allowed)
+    if unknown:
+        raise LoncaError("invalid", f"{call.method} takes no parameter {', '.join(unknown)}; it takes {', '.join(sorted(allowed)) or 'none'}")
+    missing = sorted(n for n in required if p.get(n) is None)
+    if missing:
+        raise LoncaError("invalid", f"{call.method} needs {', '.join(missing)}")
+    return p
+
+
+def expect(value, typ, name: str, *, nullable: bool = False):
+    if value is None and nullable:
+        return None
+    if not isinstance(value, typ) or (typ is int and isinstance(value, bool)):
+        kind = {str: "a string", int: "an integer", dict: "an object", list: "an array", bool: "a boolean"}.get(typ, str(typ))
+        raise LoncaError("invalid", f"{name} must be {kind}{' or null' if nullable else ''}")
+    return value

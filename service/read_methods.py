@@ -1,0 +1,123 @@
+"""Methods that read: ping, whoami, repo.list, status, log, tree, blobs. None of them logs."""
+import asyncio
+
+import lonca
+from lonca.protocol import PROTOCOL, LoncaError
+
+from . import gitstore
+from .log import entry_json
+from .methods import Call, expect, method, params_of
+from .store import read_log
+
+BLOB_BUDGET = 72 * 1024 * 1024  # three quarters of MAX_LINE, of base64
+
+
+@method("ping", "public")
+async def ping(call: Call) -> dict:
+    d = call.daemon
+    return {"version": lonca.__version__, "protocol": PROTOCOL, "daemon_key": d.public_key, "next_key": None,
+            "proxy": None, "hardened": False, "refused": dict(d.server.refused)}
+
+
+@method("whoami", "any")
+async def whoami(call: Call) -> dict:
+    params_of(call, set())
+    d, a = call.daemon, call.auth
+    if a.kind == "agent":
+        rec = d.state.repo(a.repo).sessions.get(a.session)
+        return {"repo": a.repo, "actor": f"agent:{a.agent}/{a.session}",
+                "session": rec.to_json(d.now_ms()) if rec else None}
+    return {"actor": f"human:{a.human}", "human": a.human, "key": a.key["public"],
+            "repos": d.state.human_repos(a.human, a.key)}
+
+
+@method("repo.list", "any human")
+async def repo_list(call: Call) -> list:
+    params_of(call, set())
+    return call.daemon.state.human_repos(call.auth.human, call.auth.key)
+
+
+@method("status", "read")
+async def status(call: Call) -> dict:
+    params_of(call, set())
+    d = call.daemon
+    rs = call.repo_state()
+    now = d.now_ms()
+    return {
+        "repo": rs.name, "trunk": rs.trunk, "policy": rs.policy, "policy_checks": [], "frozen": rs.frozen,
+        "queue": [], "next_seq": rs.next_seq, "head_hash": rs.head_hash, "now_ms": now,
+        "verification_day_ms": 0, "daemon_key": rs.daemon_key, "below_hardened": [],
+        "profile": rs.profile,
+        "humans": {n: {"alg": k["alg"], "public": k["public"], "recovery": None} for n, k in sorted(rs.humans.items())},
+        "sessions": [s.to_json(now) for s in rs.sessions.values()],
+        "leases": [], "changes": [], "pending": [], "interests": [], "reservations": [],
+    }
+
+
+@method("log", "read")
+async def log(call: Call) -> list:
+    p = params_of(call, {"from", "limit", "wait_ms"}, {"from"})
+    d = call.daemon
+    rs = call.repo_state()
+    start = expect(p["from"], int, "from")
+    limit = expect(p.get("limit"), int, "limit", nullable=True)
+    wait = expect(p.get("wait_ms"), int, "wait_ms", nullable=True)
+    lim = d.config.limits
+    if start < 1 or (limit is not None and limit < 1) or (wait is not None and wait < 0):
+        raise LoncaError("invalid", "from and limit are at least 1, wait_ms at least 0")
+    limit = min(limit or lim.log_limit_max, lim.log_limit_max)
+    if wait and rs.next_seq <= start:
+        await d.log.wait_for(rs.name, start, min(wait, lim.log_wait_max_ms) / 1000)
+    rows = await asyncio.to_thread(read_log, d.engine, rs.name, start, limit)
+    return [entry_json(r) for r in rows]
+
+
+def _paths(value, name: str) -> list[str] | None:
+    if value is None:
+        return None
+    if not isinstance(value, list) or not all(isinstance(x, str) for x in value):
+        raise LoncaError("invalid", f"{name} is a list of paths")
+    return value
+
+
+@method("tree", "read")
+async def tree(call: Call) -> list:
+    p = params_of(call, {"commit", "with_content", "paths"}, {"commit"})
+    rs = call.repo_state()
+    commit = expect(p["commit"], str, "commit")
+    with_content = expect(p.get("with_content", False), bool, "with_content")
+    wanted = _paths(p.get("paths"), "paths")
+    store = call.daemon.store(rs.name)
+    files = await asyncio.to_thread(gitstore.list_tree, store, commit)
+    if wanted is not None:
+        keep = set(wanted)
+        files = [f for f in files if f["path"] in keep]
+    if with_content:
+        budget = call.daemon.config.limits.big_line_max * 3 // 4
+        if sum(gitstore.b64_size(f["size"]) for f in files) > budget:
+            raise LoncaError("too_large", "the tree's contents do not fit one line; fetch the manifest and page with blobs")
+        return await asyncio.to_thread(gitstore.with_contents, store, files)
+    for f in files:
+        f["content_b64"] = None
+    return files
+
+
+@method("blobs", "read")
+async def blobs(call: Call) -> list:
+    p = params_of(call, {"commit", "paths"}, {"commit", "paths"})
+    rs = call.repo_state()
+    commit = expect(p["commit"], str, "commit")
+    wanted = _paths(p["paths"], "paths")
+    store = call.daemon.store(rs.name)
+    files = {f["path"]: f for f in await asyncio.to_thread(gitstore.list_tree, store, commit)}
+    missing = [x for x in wanted if x not in files]
+    if missing:
+        raise LoncaError("not_found", f"{missing[0]} is not in commit {commit}")
+    page = [files[x] for x in dict.fromkeys(wanted)]
+    budget = call.daemon.config.limits.big_line_max * 3 // 4
+    total = 0
+    for f in page:
+        total += gitstore.b64_size(f["size"])
+        if total > budget:
+            raise LoncaError("too_large", f"{f['path']} does not fit this page; ask for fewer files per page")
+    return await asyncio.to_thread(gitstore.with_contents, store, page)

@@ -1,0 +1,259 @@
+"""The socket server (seed 001, "Wire format"): framing, line caps, peer checks, and the limits on
+connections and time. It knows nothing of methods: each request goes to `handle`, answered in order.
+"""
+import asyncio
+import json
+import os
+import re
+import socket
+import struct
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Awaitable, Callable
+
+from lonca.protocol import BIG_METHODS
+
+from .config import Limits
+
+METHOD_RE = re.compile(rb'"method"\s*:\s*"([^"\\]{1,64})"')
+ID_RE = re.compile(rb'^\s*\{\s*"id"\s*:\s*(-?\d{1,18}|"[^"\\]{0,128}")')
+CHUNK = 256 * 1024
+
+
+@dataclass
+class Peer:
+    uid: int
+    pid: int
+    conn_id: int
+
+
+@dataclass
+class _Conn:
+    peer: Peer
+    writer: asyncio.StreamWriter
+    last_active: float = field(default_factory=time.monotonic)
+    answering: bool = False
+    closing: bool = False
+
+
+def peer_credentials(sock: socket.socket) -> tuple[int, int]:
+    raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    pid, uid, _gid = struct.unpack("3i", raw)
+    return uid, pid
+
+
+def error_line(rid, code: str, message: str) -> bytes:
+    return json.dumps({"id": rid, "ok": False, "error": {"code": code, "message": message}}).encode() + b"\n"
+
+
+def _guess_id(head: bytes):
+    m = ID_RE.match(head)
+    if not m:
+        return 0
+    try:
+        return json.loads(m.group(1))
+    except ValueError:
+        return 0
+
+
+class _LineTooLong(Exception):
+    def __init__(self, head: bytes, code: str, message: str):
+        self.head, self.code, self.message = head, code, message
+
+
+class SocketServer:
+    """Serves JSON lines on a Unix socket; `handle(peer, request) -> response dict`."""
+
+    def __init__(self, path: Path, limits: Limits, handle: Callable[[Peer, dict], Awaitable[dict]],
+                 allowed_uids: frozenset[int] = frozenset()):
+        self.path = path
+        self.limits = limits
+        self.handle = handle
+        self.allowed_uids = allowed_uids | {os.getuid()}
+        self.refused = {k: 0 for k in ("busy", "evicted", "idle", "slow", "too_large", "rate_limited")}
+        self._conns: dict[int, _Conn] = {}
+        self._next_id = 0
+        self._big_held = 0
+        self._server: asyncio.base_events.Server | None = None
+
+    async def start(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        if self.path.parent.stat().st_uid == os.getuid():
+            os.chmod(self.path.parent, 0o700)
+        if self.path.is_socket() or self.path.is_symlink():
+            self.path.unlink()
+        old = os.umask(0o177)
+        try:
+            self._server = await asyncio.start_unix_server(self._serve, path=str(self.path), limit=CHUNK)
+        finally:
+            os.umask(old)
+        os.chmod(self.path, 0o600)
+
+    async def close(self) -> None:
+        if self._server:
+            self._server.close()
+            for conn in list(self._conns.values()):
+                conn.writer.close()
+            await self._server.wait_closed()
+        if self.path.is_socket():
+            self.path.unlink()
+
+    # -- connection admission -------------------------------------------------------------
+
+    def _admit(self, peer: Peer) -> str | None:
+        """Make room for a new connection: evict the longest-quiet idle one, or refuse (busy)."""
+        same_uid = [c for c in self._conns.values() if c.peer.uid == peer.uid]
+        for pool, cap in ((same_uid, self.limits.max_conns_per_uid), (list(self._conns.values()), self.limits.max_conns)):
+            if len(pool) < cap:
+                continue
+            quiet = [c for c in pool if not c.answering and not c.closing]
+            if not quiet:
+                return "busy"
+            victim = min(quiet, key=lambda c: c.last_active)
+            self._close_with(victim, "closed", "the daemon is full and this connection was the quietest; "
+                                               "open a new connection and send the request again")
+            self.refused["evicted"] += 1
+        return None
+
+    def _close_with(self, conn: _Conn, code: str, message: str) -> None:
+        conn.closing = True
+        self._conns.pop(conn.peer.conn_id, None)
+        try:
+            conn.writer.write(error_line(0, code, message))
+        except (ConnectionError, RuntimeError):
+            pass
+        conn.writer.close()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        sock = writer.get_extra_info("socket")
+        uid, pid = peer_credentials(sock)
+        self._next_id += 1
+        peer = Peer(uid=uid, pid=pid, conn_id=self._next_id)
+        if uid not in self.allowed_uids:
+            writer.write(error_line(0, "forbidden", "this daemon serves another user; run your own daemon"))
+            writer.close()
+            return
+        refusal = self._admit(peer)
+        if refusal:
+            self.refused["busy"] += 1
+            writer.write(error_line(0, "busy", "every connection is answering a request; send it again"))
+            writer.close()
+            return
+        conn = _Conn(peer=peer, writer=writer)
+        self._conns[peer.conn_id] = conn
+        try:
+            await self._loop(conn, reader)
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            self._conns.pop(peer.conn_id, None)
+            if not writer.is_closing():
+                writer.close()
+
+    # -- reading lines ----------------------------------------------------------------------
+
+    async def _loop(self, conn: _Conn, reader: asyncio.StreamReader) -> None:
+        buf = bytearray()
+        while not conn.closing:
+            try:
+                line = await self._read_line(conn, reader, buf)
+            except _LineTooLong as e:
+                self.refused["busy" if e.code == "busy" else "too_large"] += 1
+                await self._send(conn, error_line(_guess_id(e.head), e.code, e.message))
+                continue
+            if line is None:
+                return
+            conn.answering = True
+            try:
+                response = await self._answer(conn.peer, line)
+                await self._send(conn, response)
+            finally:
+                conn.answering = False
+                conn.last_active = time.monotonic()
+
+    async def _read_line(self, conn: _Conn, reader: asyncio.StreamReader, buf: bytearray) -> bytes | None:
+        """The next whole line (without its newline), None at EOF or a close for time."""
+        lim = self.limits
+        started: float | None = time.monotonic() if buf else None
+        cap = lim.line_max
+        held = 0  # bytes of a long line counted against the daemon-wide budget
+        skipping: _LineTooLong | None = None
+        head = bytes(buf[: lim.line_max])
+        try:
+            while True:
+                nl = buf.find(b"\n")
+                if nl >= 0:
+                    line = bytes(buf[:nl])
+                    del buf[: nl + 1]
+                    if skipping:
+                        raise skipping
+                    return line
+                if skipping is not None:
+                    buf.clear()
+                elif len(buf) > cap:
+                    if cap == lim.line_max:
+                        head = bytes(buf[: lim.line_max])
+                        m = METHOD_RE.search(head)
+                        if m and m.group(1).decode() in BIG_METHODS:
+                            cap = lim.big_line_max
+                    if len(buf) > cap:
+                        skipping = _LineTooLong(head, "too_large", f"a request line of this method may be at most {cap} bytes")
+                        buf.clear()
+                        continue
+                    if self._big_held - held + len(buf) > lim.big_lines_budget:
+                        skipping = _LineTooLong(head, "busy", "too many long lines are held right now; send it again")
+                        buf.clear()
+                        continue
+                    self._big_held += len(buf) - held
+                    held = len(buf)
+                now = time.monotonic()
+                if started is None:
+                    timeout = lim.idle_s - (now - conn.last_active)
+                    kind = "idle"
+                else:
+                    timeout = lim.line_s - (now - started)
+                    kind = "slow"
+                if timeout <= 0:
+                    return self._timed_out(conn, kind)
+                try:
+                    chunk = await asyncio.wait_for(reader.read(CHUNK), timeout)
+                except asyncio.TimeoutError:
+                    return self._timed_out(conn, kind)
+                if not chunk:
+                    return None
+                if started is None:
+                    started = time.monotonic()
+                conn.last_active = time.monotonic()
+                buf += chunk
+        finally:
+            self._big_held -= held
+
+    def _timed_out(self, conn: _Conn, kind: str) -> None:
+        self.refused[kind] += 1
+        if kind == "idle":
+            self._close_with(conn, "closed", "the connection was quiet too long and is closed; "
+                                             "open a new connection and send the request again")
+        else:
+            self._close_with(conn, "timeout", "the request line took too long to arrive; the connection closes")
+        return None
+
+    async def _answer(self, peer: Peer, line: bytes) -> bytes:
+        try:
+            req = json.loads(line)
+        except (ValueError, UnicodeDecodeError):
+            return error_line(0, "invalid", "a request is one JSON object on one line")
+        if (not isinstance(req, dict) or not isinstance(req.get("method"), str)
+                or not isinstance(req.get("id"), (int, str)) or isinstance(req.get("id"), bool)):
+            return error_line(0, "invalid", 'a request is {"id", "method", "params"} with optional "repo" and "token"')
+        response = await self.handle(peer, req)
+        return json.dumps(response, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+
+    async def _send(self, conn: _Conn, data: bytes) -> None:
+        conn.writer.write(data)
+        try:
+            await asyncio.wait_for(conn.writer.drain(), self.limits.line_s)
+        except asyncio.TimeoutError:
+            self.refused["slow"] += 1
+            conn.closing = True
+            conn.writer.close()

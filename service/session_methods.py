@@ -1,0 +1,120 @@
+"""Agent sessions: session.start (a human's signed operation), session.heartbeat, session.end."""
+import re
+
+from lonca.protocol import LoncaError
+
+from .auth import new_agent_token, token_hash
+from .log import Draft, allow
+from .methods import Call, expect, method, params_of
+from .policy import DEFAULT as POLICY
+from .state import RepoState
+from .store import TokenRow
+
+SESSION_RE = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+SCOPE_KEYS = {"paths", "symbols", "ops", "max_files", "max_lines", "scratch"}
+
+
+def check_scope(scope) -> dict:
+    scope = {"paths": ["**"]} if scope is None else scope
+    if not isinstance(scope, dict) or set(scope) - SCOPE_KEYS:
+        raise LoncaError("invalid", f"a scope is an object of {', '.join(sorted(SCOPE_KEYS))}")
+    paths = scope.get("paths", ["**"])
+    if not isinstance(paths, list) or not all(isinstance(x, str) and x for x in paths):
+        raise LoncaError("invalid", "scope.paths is a list of globs")
+    scratch = scope.get("scratch", [])
+    if not isinstance(scratch, list) or len(scratch) > 8 or not all(isinstance(x, str) and x.startswith("/") for x in scratch):
+        raise LoncaError("invalid", "scope.scratch is at most 8 absolute paths")
+    for n in ("max_files", "max_lines"):
+        expect(scope.get(n), int, f"scope.{n}", nullable=True)
+    for n in ("symbols", "ops"):
+        v = scope.get(n)
+        if v is not None and (not isinstance(v, list) or not all(isinstance(x, str) for x in v)):
+            raise LoncaError("invalid", f"scope.{n} is a list of strings")
+    return {"paths": paths, "symbols": scope.get("symbols"), "ops": scope.get("ops", []),
+            "max_files": scope.get("max_files"), "max_lines": scope.get("max_lines"), "scratch": scratch}
+
+
+def decide_session_start(call: Call, rs: RepoState, op: dict) -> Draft:
+    """The decision on a signed session.start: the op is logged as signed, unchanged."""
+    d = call.daemon
+    now = d.now_ms()
+    allowed = {"op", "session", "agent", "model", "task", "scope", "expires_ms", "harness"}
+    if set(op) - allowed or not {"session", "agent", "expires_ms"} <= set(op):
+        raise LoncaError("invalid", "session.start is {session, agent, model, task, scope, expires_ms, harness}")
+    sid = expect(op["session"], str, "op.session")
+    if not SESSION_RE.match(sid):
+        raise LoncaError("invalid", "a session id is letters, digits, '.', '_' and '-', at most 64")
+    if sid in rs.sessions:
+        raise LoncaError("invalid", f"the session {sid} exists; sign a new session id")
+    agent = expect(op["agent"], str, "op.agent")
+    if not agent or len(agent) > 128:
+        raise LoncaError("invalid", "op.agent is a name of 1 to 128 characters")
+    expect(op.get("model"), str, "op.model", nullable=True)
+    expect(op.get("task"), str, "op.task", nullable=True)
+    expect(op.get("harness"), str, "op.harness", nullable=True)
+    if op.get("scope") is not None and check_scope(op["scope"]) != op["scope"]:
+        raise LoncaError("invalid", "op.scope must be complete: paths, symbols, ops, max_files, max_lines, scratch")
+    expires = expect(op["expires_ms"], int, "op.expires_ms")
+    if not now < expires <= now + POLICY.session_max_ttl_ms:
+        raise LoncaError("invalid", "op.expires_ms is in the future and within the policy's session lifetime")
+    if op.get("scope") is None:
+        raise LoncaError("invalid", "op.scope is required")
+    token = new_agent_token()
+    row = TokenRow(token_hash=token_hash(token), kind="agent", repo=rs.name, session=sid, expires_ms=expires)
+
+    def result(entry: dict) -> dict:
+        d.tokens.add(row)
+        return {"token": token, "session": sid, "expires_ms": expires}
+
+    return Draft(actor=call.auth.actor, op=op, decision=allow(), rows=[row], result=result)
+
+
+@method("session.heartbeat", "agent")
+async def heartbeat(call: Call) -> dict:
+    params_of(call, set())
+    d = call.daemon
+    rs = call.repo_state()
+    sid = call.auth.session
+
+    def decide() -> Draft:
+        rec = rs.sessions.get(sid)
+        if rec is None or not rec.active(d.now_ms()):
+            raise LoncaError("session_inactive", "the session has ended or expired; stop beating")
+        op = {"op": "observe", "session": sid, "events": [{"kind": "heartbeat"}]}
+
+        def result(entry: dict) -> dict:
+            return {"now_ms": entry["time_ms"], "timeout_ms": POLICY.heartbeat_timeout_ms,
+                    "max_ttl_ms": POLICY.max_ttl_ms, "leases": []}
+        return Draft(actor=call.auth.actor, op=op, decision=allow(), result=result)
+
+    return await d.log.append(rs.name, decide)
+
+
+@method("session.end", "agent")
+async def end(call: Call) -> dict:
+    p = params_of(call, {"files"})
+    files = expect(p.get("files"), list, "files", nullable=True)
+    d = call.daemon
+    rs = call.repo_state()
+    sid = call.auth.session
+
+    def decide() -> Draft:
+        rec = rs.sessions.get(sid)
+        if rec is None or not rec.active(d.now_ms()):
+            raise LoncaError("session_inactive", "the session has ended or expired")
+        op = {"op": "session.end", "session": sid, "reason": "ended"}
+        if files is not None:
+            paths = sorted({f.get("path") for f in files if isinstance(f, dict) and isinstance(f.get("path"), str)})
+            op["unproposed"] = {"paths": paths[:32], "total": len(paths)}
+
+        def result(entry: dict) -> dict:
+            row = d.tokens.rows.get(call.auth.token_hash)
+            if row:
+                row.ended = True
+            out = {"session": sid}
+            if files is not None:
+                out.update(unproposed=op["unproposed"]["paths"], unproposed_total=op["unproposed"]["total"])
+            return out
+        return Draft(actor=call.auth.actor, op=op, decision=allow(), result=result)
+
+    return await d.log.append(rs.name, decide)
