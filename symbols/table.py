@@ -1,0 +1,194 @@
+"""Symbol tables: `symbol_table(path, data)` -> FileSymbols.
+
+Ids are `path#Qualified.name`; names shared by siblings take the overload key when the keys tell
+them apart, and are numbered in file order (`init`, `init~2`) for whatever is still alike.
+Every file has `path#<file>`, whose hash covers the text outside its top-level symbols; every
+type has `path#Type.<def>` for its text apart from its members.
+
+Hashes are blake2b-128, lowercase hex:
+- signature_hash: the text from the decorators/attributes to the body, whitespace collapsed, so
+  re-wrapping parameters is not a new signature;
+- body_hash: the rest of the symbol's text (leading comments and body), as is;
+- def_hash / section bodies / `<file>`: own text with trailing spaces and blank lines dropped,
+  so a member added with blank lines around it does not change its container.
+"""
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass, field
+
+from tree_sitter import Node
+
+from .languages import LANGS, SECTION_LANGUAGES, language_of
+from .outline import FUNCTION_KINDS, Raw, outline, own_ranges
+from .parsing import parse_bounded, text_problem
+from .sections import SECTION_KINDS, section_outline
+
+SYMBOLS_ENGINE = 17
+FILE = "<file>"
+DEF = "<def>"
+MAX_SYNTAX_ERRORS = 5
+_IDENT = re.compile(rb"[A-Za-z_$\x80-\xff][A-Za-z0-9_$\x80-\xff]*")
+
+
+@dataclass(frozen=True, slots=True)
+class Symbol:
+    id: str
+    name: str
+    qualified: str
+    kind: str
+    parent: str | None
+    start_byte: int
+    end_byte: int
+    start_line: int         # 1-based, leading comments and decorators included
+    end_line: int
+    signature_hash: str
+    body_hash: str
+    def_hash: str | None = None
+    def_line: int = 0       # line of the definition itself (what ctags reports)
+    test: bool = False
+    skipped: bool = False
+
+    @property
+    def is_function(self) -> bool:
+        return self.kind in FUNCTION_KINDS
+
+
+@dataclass(frozen=True)
+class FileSymbols:
+    path: str
+    language: str | None
+    status: str             # "parsed" | "unparsed" (no grammar) | "unread" (grammar failed)
+    symbols: list[Symbol]
+    syntax_errors: list[str]
+    names: frozenset[str]   # identifiers the file mentions
+    import_rows: tuple[tuple[int, int], ...] = ()  # 0-based row ranges of import statements
+    line_count: int = 0
+    by_id: dict[str, Symbol] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "by_id", {s.id: s for s in self.symbols})
+
+    @property
+    def file_id(self) -> str:
+        return f"{self.path}#{FILE}"
+
+
+def digest(data: bytes) -> str:
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+def normalize(data: bytes) -> bytes:
+    return b"\n".join(line.rstrip() for line in data.splitlines() if line.strip())
+
+
+def count_lines(data: bytes) -> int:
+    return data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
+
+
+def symbol_table(path: str, data: bytes, timeout_s: float | None = None) -> FileSymbols:
+    """The symbols of one file. Never raises on content: a file no grammar reads is
+    "unparsed", one its grammar cannot read is "unread", both with only `path#<file>`."""
+    language = language_of(path)
+    problem = text_problem(data)
+    if language is None:
+        return whole_file(path, None, "unparsed", data, [])
+    if problem is not None:
+        return whole_file(path, language, "unread", data, [f"{path}: {problem}"])
+    tree = parse_bounded(language, data, timeout_s)
+    if tree is None:
+        return whole_file(path, language, "unread", data, [f"{path}: parse timed out"])
+    root = tree.root_node
+    if root.has_error:
+        return whole_file(path, language, "unread", data, syntax_errors(path, root))
+    if language in SECTION_LANGUAGES:
+        raws, imports = section_outline(language, root, data), []
+    else:
+        raws, imports = outline(root, LANGS[language], data)
+    symbols: list[Symbol] = []
+    _emit(raws, None, path, data, symbols)
+    residual = normalize(_cut(data, 0, len(data), raws))
+    symbols.append(Symbol(f"{path}#{FILE}", FILE, FILE, "file", None, 0, len(data), 1,
+                          root.end_point.row + 1, digest(b""), digest(residual)))
+    names = frozenset(n.decode("utf-8", "replace") for n in set(_IDENT.findall(data)))
+    return FileSymbols(path, language, "parsed", symbols, [], names, tuple(imports),
+                       count_lines(data))
+
+
+def whole_file(path: str, language: str | None, status: str, data: bytes,
+               errors: list[str]) -> FileSymbols:
+    sym = Symbol(f"{path}#{FILE}", FILE, FILE, "file", None, 0, len(data), 1,
+                 max(1, count_lines(data)), digest(b""), digest(data))
+    return FileSymbols(path, language, status, [sym], errors, frozenset(), (),
+                       count_lines(data))
+
+
+def syntax_errors(path: str, root: Node) -> list[str]:
+    """The first few ERROR/MISSING nodes, found by descending only where errors are."""
+    found: list[str] = []
+    stack = [root]
+    while stack and len(found) < MAX_SYNTAX_ERRORS:
+        node = stack.pop()
+        if node.is_error or node.is_missing:
+            row, col = node.start_point
+            what = f"missing {node.type}" if node.is_missing else "syntax error"
+            found.append(f"{path}:{row + 1}:{col + 1}: {what}")
+            continue
+        stack.extend(c for c in reversed(node.children) if c.has_error or c.is_missing)
+    return found or [f"{path}: syntax error"]
+
+
+def _display_names(raws: list[Raw]) -> list[str]:
+    """Unique names among siblings: the key when it tells a name apart, then ~N."""
+    groups: dict[tuple[str | None, str], list[Raw]] = {}
+    for r in raws:
+        groups.setdefault((r.owner, r.name), []).append(r)
+    shown: dict[int, str] = {}
+    for group in groups.values():
+        if len(group) == 1:
+            shown[id(group[0])] = group[0].name
+            continue
+        keys = [r.key for r in group]
+        for r in group:
+            unique_key = r.key is not None and keys.count(r.key) == 1
+            shown[id(r)] = r.name + r.key if unique_key else r.name
+    seen: dict[tuple[str | None, str], int] = {}
+    out = []
+    for r in raws:
+        name = shown[id(r)]
+        n = seen[(r.owner, name)] = seen.get((r.owner, name), 0) + 1
+        out.append(name if n == 1 else f"{name}~{n}")
+    return out
+
+
+def _emit(raws: list[Raw], parent: str | None, path: str, data: bytes,
+          out: list[Symbol]) -> None:
+    for raw, name in zip(raws, _display_names(raws)):
+        scope = parent
+        if raw.owner:
+            scope = f"{parent}.{raw.owner}" if parent else raw.owner
+        qualified = f"{scope}.{name}" if scope else name
+        signature = digest(b" ".join(data[raw.head:raw.sig_end].split()))
+        def_hash = None
+        if raw.kind in SECTION_KINDS:
+            body = digest(normalize(_cut(data, raw.start, raw.end, raw.members)))
+        else:
+            body = digest(data[raw.start:raw.head] + data[raw.sig_end:raw.end])
+            if raw.container and not raw.own_in_parent:
+                own = _cut(data, raw.start, raw.end, raw.members)
+                own += b"".join(data[s:e] for s, e in sorted(raw.extra_own))
+                def_hash = digest(normalize(own))
+        sym = Symbol(f"{path}#{qualified}", raw.name, qualified, raw.kind, scope, raw.start,
+                     raw.end, raw.start_row + 1, raw.end_row + 1, signature, body, def_hash,
+                     raw.def_row + 1, raw.test, raw.skipped)
+        out.append(sym)
+        if def_hash is not None:
+            out.append(Symbol(f"{path}#{qualified}.{DEF}", DEF, f"{qualified}.{DEF}", "def",
+                              qualified, raw.start, raw.end, sym.start_line, sym.end_line,
+                              signature, def_hash, None, sym.def_line))
+        _emit(raw.members, qualified, path, data, out)
+
+
+def _cut(data: bytes, start: int, end: int, members: list[Raw]) -> bytes:
+    return b"".join(data[s:e] for s, e in own_ranges(start, end, members))
