@@ -188,15 +188,15 @@ class SocketServer:
                     del buf[: nl + 1]
                     if skipping:
                         raise skipping
+                    if nl > lim.line_max and nl > self._cap_for(line[: lim.line_max]):
+                        raise _LineTooLong(line[: lim.line_max], "too_large", f"a request line of this method may be at most {self._cap_for(line[: lim.line_max])} bytes")
                     return line
                 if skipping is not None:
                     buf.clear()
                 elif len(buf) > cap:
                     if cap == lim.line_max:
                         head = bytes(buf[: lim.line_max])
-                        m = METHOD_RE.search(head)
-                        if m and m.group(1).decode() in BIG_METHODS:
-                            cap = lim.big_line_max
+                        cap = self._cap_for(head)
                     if len(buf) > cap:
                         skipping = _LineTooLong(head, "too_large", f"a request line of this method may be at most {cap} bytes")
                         buf.clear()
@@ -228,6 +228,11 @@ class SocketServer:
                 buf += chunk
         finally:
             self._big_held -= held
+
+    def _cap_for(self, head: bytes) -> int:
+        """The line cap of a request, from its first LINE_MAX bytes."""
+        m = METHOD_RE.search(head)
+        return self.limits.big_line_max if m and m.group(1).decode() in BIG_METHODS else self.limits.line_max
 
     def _timed_out(self, conn: _Conn, kind: str) -> None:
         self.refused[kind] += 1

@@ -1,0 +1,40 @@
+# Two commands from a fresh clone: `make run` and `make test`. Both create .venv when it is
+# missing and install the pinned versions (constraints.txt).
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml constraints.txt 2>/dev/null | sha256sum | cut -c1-12)
+
+.PHONY: install system-deps run test bench
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml constraints.txt
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@echo "installing pinned dependencies into $(VENV) ..."
+	@$(BIN)/python -m pip install -q --disable-pip-version-check --upgrade pip 2>&1 | grep -v '^WARNING: Location' || true
+	@$(BIN)/python -m pip install -q --disable-pip-version-check -c constraints.txt -e '.[test]' 2>&1 | grep -v '^WARNING: Location' || true
+	@$(BIN)/python -c "import lonca.service.daemon, lonca.symbols, playwright, mcp" || (echo "install failed" >&2; exit 1)
+	@rm -f $(VENV)/.installed-*; touch $@
+
+# Debian packages the tests drive: chromium (browser tests), universal-ctags (symbols cross-check), git.
+system-deps:
+	@missing=""; \
+	command -v chromium >/dev/null || missing="$$missing chromium"; \
+	command -v ctags >/dev/null || missing="$$missing universal-ctags"; \
+	command -v git >/dev/null || missing="$$missing git"; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    echo "installing Debian packages:$$missing"; \
+	    apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing >/dev/null; \
+	  else echo "missing Debian packages:$$missing (install them as root)" >&2; fi; \
+	fi
+
+run: $(STAMP)
+	@$(BIN)/lonca daemon
+
+test: $(STAMP) system-deps
+	@$(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
+
+bench: $(STAMP) system-deps
+	@$(BIN)/python -m bench $(BENCH)
