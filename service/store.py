@@ -1,7 +1,7 @@
 """The database (SQLModel): SQLite in WAL mode by default, PostgreSQL when LONCA_DATABASE_URL names
 one. Only the worker opens it. The log is the truth; the other tables hold what the log must not
 (token hashes, used nonces, prepared operations)."""
-from sqlalchemy import event
+from sqlalchemy import BigInteger, event
 from sqlalchemy.engine import Engine
 from sqlmodel import Field, SQLModel, Session, create_engine, select
 
@@ -24,7 +24,7 @@ class TokenRow(SQLModel, table=True):
     human: str | None = Field(default=None, max_length=64)
     key_alg: str | None = Field(default=None, max_length=32)
     key_public: str | None = Field(default=None, max_length=512)
-    expires_ms: int
+    expires_ms: int = Field(sa_type=BigInteger)
     ended: bool = False
 
 
@@ -32,7 +32,7 @@ class NonceRow(SQLModel, table=True):
     __tablename__ = "nonces"
     nonce: str = Field(primary_key=True, max_length=128)
     human: str = Field(max_length=64)
-    expires_ms: int
+    expires_ms: int = Field(sa_type=BigInteger)
 
 
 class PreparedRow(SQLModel, table=True):
@@ -40,7 +40,7 @@ class PreparedRow(SQLModel, table=True):
     op_hash: str = Field(primary_key=True, max_length=64)
     kind: str = Field(max_length=32)
     staging: str | None = None  # a fetched store waiting for its repo.init
-    created_ms: int
+    created_ms: int = Field(sa_type=BigInteger)
 
 
 def _sqlite_pragmas(dbapi_conn, _record):

@@ -47,6 +47,8 @@ class Symbol:
     body_hash: str
     def_hash: str | None = None
     def_line: int = 0       # line of the definition itself (what ctags reports)
+    sig_start: int = 0      # the signature is [sig_start, sig_end); renames compare it
+    sig_end: int = 0
     test: bool = False
     skipped: bool = False
 
@@ -118,10 +120,11 @@ def symbol_table(path: str, data: bytes, timeout_s: float | None = None) -> File
 
 def whole_file(path: str, language: str | None, status: str, data: bytes,
                errors: list[str]) -> FileSymbols:
-    sym = Symbol(f"{path}#{FILE}", FILE, FILE, "file", None, 0, len(data), 1,
-                 max(1, count_lines(data)), digest(b""), digest(data))
-    return FileSymbols(path, language, status, [sym], errors, frozenset(), (),
-                       count_lines(data))
+    """A file seen as one symbol, `path#<file>`; a binary file counts no lines."""
+    lines = 0 if b"\0" in data else count_lines(data)
+    sym = Symbol(f"{path}#{FILE}", FILE, FILE, "file", None, 0, len(data), 1, max(1, lines),
+                 digest(b""), digest(data))
+    return FileSymbols(path, language, status, [sym], errors, frozenset(), (), lines)
 
 
 def syntax_errors(path: str, root: Node) -> list[str]:
@@ -181,12 +184,12 @@ def _emit(raws: list[Raw], parent: str | None, path: str, data: bytes,
                 def_hash = digest(normalize(own))
         sym = Symbol(f"{path}#{qualified}", raw.name, qualified, raw.kind, scope, raw.start,
                      raw.end, raw.start_row + 1, raw.end_row + 1, signature, body, def_hash,
-                     raw.def_row + 1, raw.test, raw.skipped)
+                     raw.def_row + 1, raw.head, raw.sig_end, raw.test, raw.skipped)
         out.append(sym)
         if def_hash is not None:
             out.append(Symbol(f"{path}#{qualified}.{DEF}", DEF, f"{qualified}.{DEF}", "def",
                               qualified, raw.start, raw.end, sym.start_line, sym.end_line,
-                              signature, def_hash, None, sym.def_line))
+                              signature, def_hash, None, sym.def_line, raw.head, raw.sig_end))
         _emit(raw.members, qualified, path, data, out)
 
 

@@ -3,6 +3,7 @@ import secrets
 import time
 
 from lonca import humankeys
+from lonca.protocol import LoncaError
 
 
 def now_ms() -> int:
@@ -15,13 +16,13 @@ def human_key(name: str = "alice") -> humankeys.HumanKey:
 
 
 def init_repo(client, key, repo: str = "demo", import_from: str | None = None, branch: str | None = None) -> dict:
-    prepared = client.call("repo.prepare_init", {"repo": repo, "human": key.name, "human_key": key.public,
-                                                 "import_from": import_from, "branch": branch})
-    token = None
+    """repo.prepare_init and a signed repo.init; with a session once the daemon serves a repository."""
     try:
         token = login(client, key)
-    except Exception:
-        pass
+    except LoncaError:
+        token = None  # bootstrap: nothing is needed while the daemon serves no repository
+    prepared = client.call("repo.prepare_init", {"repo": repo, "human": key.name, "human_key": key.public,
+                                                 "import_from": import_from, "branch": branch}, token=token)
     res = client.call("repo.init", {"op": prepared["op"], "sig": key.sign_op(repo, prepared["op"])}, token=token)
     return {**res, "op": prepared["op"]}
 
