@@ -1,0 +1,33 @@
+"""Trees for facts tests: {path: bytes} -> {path: TreeEntry} with git-like blob ids."""
+from __future__ import annotations
+
+import hashlib
+
+from lonca.symbols import SymbolCache, TreeEntry, compute_facts
+
+
+class Blobs:
+    def __init__(self) -> None:
+        self.store: dict[str, bytes] = {}
+        self.loads = 0
+
+    def tree(self, files: dict[str, bytes], modes: dict[str, str] | None = None
+             ) -> dict[str, TreeEntry]:
+        out = {}
+        for path, data in files.items():
+            oid = hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+            self.store[oid] = data
+            out[path] = TreeEntry(oid, (modes or {}).get(path, "100644"))
+        return out
+
+    def load(self, oid: str) -> bytes:
+        self.loads += 1
+        return self.store[oid]
+
+
+def facts(base: dict[str, bytes], new: dict[str, bytes], cache: SymbolCache | None = None,
+          base_modes: dict[str, str] | None = None, new_modes: dict[str, str] | None = None
+          ) -> dict:
+    blobs = Blobs()
+    return compute_facts(blobs.tree(base, base_modes), blobs.tree(new, new_modes), blobs.load,
+                         cache).to_json()
