@@ -1,0 +1,17 @@
+"""The credentials table of docs/decisions.md ("Daemon authentication") equals the code's."""
+import re
+
+from conftest import ROOT
+from lonca.service import daemon  # noqa: F401  (loads every method module)
+from lonca.service.methods import METHODS
+
+
+def documented() -> dict[str, str]:
+    text = (ROOT / "docs" / "decisions.md").read_text()
+    section = text.split("## Daemon authentication", 1)[1].split("\n## ", 1)[0]
+    rows = re.findall(r"^\| ([a-z_.]+) \| ([a-z ]+) \|$", section, re.M)
+    return {m: c for m, c in rows if m != "method"}
+
+
+def test_table_equals_code():
+    assert documented() == {name: m.credential for name, m in METHODS.items()}
