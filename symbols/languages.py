@@ -11,8 +11,11 @@ Overload keys (the `(key)` of `path#Name(key)`, only used when names collide):
 - parameter types, whitespace-collapsed and comma-joined, for Java, C#, C++, Kotlin, Swift, Scala
   and TypeScript overload signatures: `Client.Charge(int,int)`;
 - `[getter]`/`[setter]`/`[deleter]` for Python properties and JS/TS accessors: `P.x[setter]`;
+  `[self]` for a Ruby singleton method beside an instance method of its name;
 - the trait's generic arguments for Rust trait impls: `S.From(u8).from`.
 Whatever is still alike is numbered in file order: the first keeps its name, then `init~2`.
+So a Swift `extension Point` beside `struct Point`, or a Scala companion `object Cart` beside
+`class Cart`, is `Point~2` / `Cart~2`: they are separate texts with the same name.
 
 Test symbols: functions or methods named test* (Python, Ruby, PHP, Swift), Test* in Go, or marked
 `#[test]` (Rust, including `#[tokio::test]`), `@Test`/`@ParameterizedTest` (Java, Kotlin, Scala),
@@ -121,7 +124,8 @@ class Lang:
 def _param_types(params_field: str | None, param_types: tuple[str, ...],
                  type_field: str | None = "type",
                  params_child: tuple[str, ...] = ()) -> Callable[[Node], str | None]:
-    """`(T1,T2)` from the parameters: each parameter's type field, else its text."""
+    """`(T1,T2)` from the parameters: each parameter's type field, or without a type field
+    its last named child (Kotlin's type follows the name)."""
     def key(node: Node) -> str | None:
         params = node.child_by_field_name(params_field) if params_field else None
         if params is None:
@@ -135,7 +139,7 @@ def _param_types(params_field: str | None, param_types: tuple[str, ...],
         for p in params.named_children:
             if p.type not in param_types:
                 continue
-            t = p.child_by_field_name(type_field) if type_field else None
+            t = p.child_by_field_name(type_field) if type_field else p.named_children[-1]
             # TypeScript's type field is the annotation, colon included
             parts.append(squash(text(t if t is not None else p)).lstrip(":").strip())
         return "(" + ",".join(parts) + ")"
@@ -154,18 +158,16 @@ def _c_param_key(node: Node) -> str | None:
         if p.type not in ("parameter_declaration", "optional_parameter_declaration",
                           "variadic_parameter_declaration"):
             continue
-        s, e = p.start_byte, p.end_byte
+        s = p.start_byte
+        default = p.child_by_field_name("default_value")
+        whole = p.text[:default.start_byte - s] if default is not None else p.text
         ident = p.child_by_field_name("declarator")
         while ident is not None and ident.type not in ("identifier", "field_identifier"):
             ident = ident.child_by_field_name("declarator") or (
                 ident.named_children[-1] if ident.named_children else None)
-        whole = p.text
         if ident is not None:
             whole = whole[:ident.start_byte - s] + whole[ident.end_byte - s:]
-        default = p.child_by_field_name("default_value")
-        if default is not None:
-            whole = whole[:default.start_byte - s]
-            whole = whole.rstrip().rstrip(b"=")
+        whole = whole.rstrip().rstrip(b"=")
         parts.append(squash(whole.decode("utf-8", "replace")))
     return "(" + ",".join(parts) + ")"
 
@@ -233,6 +235,8 @@ def _rust_impl_name(node: Node) -> str | None:
         return INHERENT
     if trait.type == "generic_type":
         trait = trait.child_by_field_name("type")
+    if trait is not None and trait.type == "scoped_type_identifier":   # fmt::Display
+        trait = trait.child_by_field_name("name")
     return squash(text(trait))
 
 
@@ -493,7 +497,7 @@ _add(Lang(
         "module": Rule("module", container=True),
         "class": Rule("class", container=True),
         "method": Rule("fn"),
-        "singleton_method": Rule("method", name=lambda n: "self." + text(n.child_by_field_name("name"))),
+        "singleton_method": Rule("method", key=lambda n: "[self]"),
     },
     transparent=frozenset({"body_statement"}),
     test_name=re.compile(r"^test_"),

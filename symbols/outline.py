@@ -162,6 +162,8 @@ def _attach(raws: list[Raw]) -> list[Raw]:
             continue
         target.members.append(r)
         r.owner = None
+        if r.kind == "function":        # C++ `int C::m() {}`
+            r.kind = "method"
         if r.kind == "impl":
             target.extra_own.extend(own_ranges(r.start, r.end, r.members))
             r.own_in_parent = True
