@@ -3,7 +3,8 @@ renames, gives a new signature, and which symbols of the base mention what it br
 
 Decisions (the seed's "Common shapes" is the spec; these settle what it leaves open):
 - edits: symbols in both trees whose text changed. A type is compared through `Type.<def>` and
-  its members, never as a whole; `path#<file>` when the text outside top-level symbols changed.
+  its members, never as a whole (a Rust impl likewise); `path#<file>` when the text outside
+  top-level symbols changed.
 - adds/deletes: symbols in one tree only, types with their members, never `<def>`. An added or
   deleted file brings all its symbols and its `path#<file>`. A file that no grammar reads, or
   that its grammar cannot read on either side, is compared whole: `path#<file>`.
@@ -225,8 +226,8 @@ class _Change:
                 if s.kind != "def":
                     added.append(s)
                 continue
-            if s.def_hash is not None or o.def_hash is not None:
-                continue            # a type: its <def> and members speak for it
+            if s.def_hash is not None or o.def_hash is not None or s.kind == "impl":
+                continue            # a type or impl: its <def> and members speak for it
             if o.body_hash == s.body_hash and o.signature_hash == s.signature_hash:
                 if s.test and s.skipped and not o.skipped:
                     f.tests["skipped"].add(s.id)

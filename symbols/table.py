@@ -110,7 +110,8 @@ def symbol_table(path: str, data: bytes, timeout_s: float | None = None) -> File
         raws, imports = outline(root, LANGS[language], data)
     symbols: list[Symbol] = []
     _emit(raws, None, path, data, symbols)
-    residual = normalize(_cut(data, 0, len(data), raws))
+    # members declared outside their type (Go methods, Rust impls) are not the file's own text
+    residual = normalize(_cut(data, 0, len(data), _flatten(raws)))
     symbols.append(Symbol(f"{path}#{FILE}", FILE, FILE, "file", None, 0, len(data), 1,
                           root.end_point.row + 1, digest(b""), digest(residual)))
     names = frozenset(n.decode("utf-8", "replace") for n in set(_IDENT.findall(data)))
@@ -191,6 +192,15 @@ def _emit(raws: list[Raw], parent: str | None, path: str, data: bytes,
                               qualified, raw.start, raw.end, sym.start_line, sym.end_line,
                               signature, def_hash, None, sym.def_line, raw.head, raw.sig_end))
         _emit(raw.members, qualified, path, data, out)
+
+
+def _flatten(raws: list[Raw]) -> list[Raw]:
+    out, stack = [], list(raws)
+    while stack:
+        r = stack.pop()
+        out.append(r)
+        stack.extend(r.members)
+    return out
 
 
 def _cut(data: bytes, start: int, end: int, members: list[Raw]) -> bytes:
