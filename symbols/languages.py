@@ -392,7 +392,7 @@ _add(Lang(
     wrappers={"decorated_definition": _decorated_inner},
     transparent=frozenset({"if_statement", "elif_clause", "else_clause", "try_statement",
                            "except_clause", "except_group_clause", "finally_clause",
-                           "with_statement", "block"}),
+                           "with_statement", "for_statement", "while_statement", "block"}),
     imports=frozenset({"import_statement", "import_from_statement", "future_import_statement"}),
     test_name=re.compile(r"^test"),
     skip_mark=re.compile(r"@\S*\bskip"),
