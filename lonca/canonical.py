@@ -6,15 +6,17 @@ import hashlib
 import json
 
 
-def _no_floats(value):
-    if isinstance(value, float):
-        raise ValueError("floats are not allowed in canonical JSON")
-    if isinstance(value, dict):
-        for v in value.values():
-            _no_floats(v)
-    elif isinstance(value, (list, tuple)):
-        for v in value:
-            _no_floats(v)
+def _no_floats(value) -> None:
+    stack = [value]
+    while stack:  # iterative: this runs on every log entry
+        v = stack.pop()
+        t = type(v)
+        if t is dict:
+            stack.extend(v.values())
+        elif t is list or t is tuple:
+            stack.extend(v)
+        elif t is float:
+            raise ValueError("floats are not allowed in canonical JSON")
 
 
 def canonical(value) -> bytes:

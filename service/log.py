@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from sqlalchemy import insert
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, SQLModel
 
@@ -87,6 +88,7 @@ class LogWriter:
             await self._wake.wait()
             self._wake.clear()
             batch, self._pending = self._pending, []
+            entries: list[dict] = []
             rows: list[SQLModel] = []
             answers: list[tuple[asyncio.Future, dict]] = []
             for repo, decide, fut in batch:
@@ -99,16 +101,16 @@ class LogWriter:
                 except Exception as e:  # a bug in a decision must not stop the writer
                     fut.set_exception(LoncaError("internal", f"the daemon failed to decide: {type(e).__name__}"))
                     continue
-                rows.append(row)
+                entries.append(row)
                 rows.extend(draft.rows)
                 answer = {"seq": entry["seq"], "decision": entry["decision"]}
                 if draft.result:
                     answer.update(draft.result(entry))
                 answers.append((fut, answer))
-            if not rows:
+            if not entries:
                 continue
             try:
-                await loop.run_in_executor(self._db, self._commit, rows)
+                await loop.run_in_executor(self._db, self._commit, entries, rows)
             except Exception as e:
                 for fut, _ in answers:
                     fut.set_exception(LoncaError("internal", f"the log could not be written ({type(e).__name__}); nothing was logged"))
@@ -120,7 +122,7 @@ class LogWriter:
             async with self._appended:
                 self._appended.notify_all()
 
-    def _entry(self, repo: str, d: Draft) -> tuple[LogRow, dict]:
+    def _entry(self, repo: str, d: Draft) -> tuple[dict, dict]:
         rs = self.state.repo(repo)
         seq, prev = (rs.next_seq, rs.head_hash) if rs else (1, ZERO_HASH)
         entry = {
@@ -132,12 +134,13 @@ class LogWriter:
         hash_hex = sha256_hex(text)
         sig = self.key.sign(bytes.fromhex(hash_hex)).hex()
         self.state.apply(repo, entry, hash_hex)
-        return LogRow(repo=repo, seq=seq, entry=text.decode(), hash=hash_hex, sig=sig), entry
+        return {"repo": repo, "seq": seq, "entry": text.decode(), "hash": hash_hex, "sig": sig}, entry
 
-    def _commit(self, rows: list[SQLModel]) -> None:
+    def _commit(self, entries: list[dict], rows: list[SQLModel]) -> None:
         with Session(self.engine) as s:
+            s.execute(insert(LogRow), entries)  # one executemany: ORM objects per entry cost more than the commit
             for row in rows:
-                s.merge(row) if not isinstance(row, LogRow) else s.add(row)
+                s.merge(row)
             s.commit()
 
 

@@ -35,6 +35,7 @@ class _Conn:
     last_active: float = field(default_factory=time.monotonic)
     answering: bool = False
     closing: bool = False
+    line_started: float | None = None  # when the first byte of the line being read came
 
 
 def peer_credentials(sock: socket.socket) -> tuple[int, int]:
@@ -89,9 +90,11 @@ class SocketServer:
         finally:
             os.umask(old)
         os.chmod(self.path, 0o600)
+        self._watchdog = asyncio.get_running_loop().create_task(self._watch())
 
     async def close(self) -> None:
         if self._server:
+            self._watchdog.cancel()
             self._server.close()
             for conn in list(self._conns.values()):
                 conn.writer.close()
@@ -175,7 +178,7 @@ class SocketServer:
     async def _read_line(self, conn: _Conn, reader: asyncio.StreamReader, buf: bytearray) -> bytes | None:
         """The next whole line (without its newline), None at EOF or a close for time."""
         lim = self.limits
-        started: float | None = time.monotonic() if buf else None
+        conn.line_started = time.monotonic() if buf else None
         cap = lim.line_max
         held = 0  # bytes of a long line counted against the daemon-wide budget
         skipping: _LineTooLong | None = None
@@ -207,23 +210,11 @@ class SocketServer:
                         continue
                     self._big_held += len(buf) - held
                     held = len(buf)
-                now = time.monotonic()
-                if started is None:
-                    timeout = lim.idle_s - (now - conn.last_active)
-                    kind = "idle"
-                else:
-                    timeout = lim.line_s - (now - started)
-                    kind = "slow"
-                if timeout <= 0:
-                    return self._timed_out(conn, kind)
-                try:
-                    chunk = await asyncio.wait_for(reader.read(CHUNK), timeout)
-                except asyncio.TimeoutError:
-                    return self._timed_out(conn, kind)
-                if not chunk:
+                chunk = await reader.read(CHUNK)
+                if not chunk or conn.closing:
                     return None
-                if started is None:
-                    started = time.monotonic()
+                if conn.line_started is None:
+                    conn.line_started = time.monotonic()
                 conn.last_active = time.monotonic()
                 buf += chunk
         finally:
@@ -234,14 +225,24 @@ class SocketServer:
         m = METHOD_RE.search(head)
         return self.limits.big_line_max if m and m.group(1).decode() in BIG_METHODS else self.limits.line_max
 
-    def _timed_out(self, conn: _Conn, kind: str) -> None:
-        self.refused[kind] += 1
-        if kind == "idle":
-            self._close_with(conn, "closed", "the connection was quiet too long and is closed; "
-                                             "open a new connection and send the request again")
-        else:
-            self._close_with(conn, "timeout", "the request line took too long to arrive; the connection closes")
-        return None
+    async def _watch(self) -> None:
+        """Close connections quiet past idle_s, or whose line takes longer than line_s. One
+        periodic scan instead of a timer per read keeps the hot path free of timeouts."""
+        lim = self.limits
+        tick = max(0.05, min(1.0, lim.idle_s / 5, lim.line_s / 5))
+        while True:
+            await asyncio.sleep(tick)
+            now = time.monotonic()
+            for conn in list(self._conns.values()):
+                if conn.answering or conn.closing:
+                    continue
+                if conn.line_started is not None and now - conn.line_started > lim.line_s:
+                    self.refused["slow"] += 1
+                    self._close_with(conn, "timeout", "the request line took too long to arrive; the connection closes")
+                elif conn.line_started is None and now - conn.last_active > lim.idle_s:
+                    self.refused["idle"] += 1
+                    self._close_with(conn, "closed", "the connection was quiet too long and is closed; "
+                                                     "open a new connection and send the request again")
 
     async def _answer(self, peer: Peer, line: bytes) -> bytes:
         try:
@@ -256,6 +257,8 @@ class SocketServer:
 
     async def _send(self, conn: _Conn, data: bytes) -> None:
         conn.writer.write(data)
+        if not conn.writer.transport.get_write_buffer_size():
+            return
         try:
             await asyncio.wait_for(conn.writer.drain(), self.limits.line_s)
         except asyncio.TimeoutError:

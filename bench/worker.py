@@ -1,0 +1,127 @@
+"""A real worker for benchmarks: a temporary LONCA_HOME, a repository, a logged-in human, and
+asyncio connections to drive load."""
+import asyncio
+import json
+import os
+import secrets
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from lonca import humankeys
+
+
+class BenchWorker:
+    def __init__(self, extra_env: dict | None = None):
+        self.tmp = Path(tempfile.mkdtemp(prefix="lonca-bench-"))
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith("LONCA_")}
+        self.env.update(LONCA_HOME=str(self.tmp / "home"), LONCA_HUMANS=str(self.tmp / "humans"), **(extra_env or {}))
+        os.environ["LONCA_HUMANS"] = self.env["LONCA_HUMANS"]
+        self.socket = self.tmp / "home" / "lonca.sock"
+        self.proc = subprocess.Popen([sys.executable, "-m", "lonca", "daemon"], env=self.env,
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        from lonca.client import Client
+        for _ in range(400):
+            try:
+                with Client(self.socket) as c:
+                    c.call("ping")
+                break
+            except Exception:
+                time.sleep(0.05)
+        self.key = humankeys.create_key("bench")
+
+    def client(self):
+        from lonca.client import Client
+        return Client(self.socket)
+
+    def init_repo(self, name: str = "bench", import_from: str | None = None) -> str:
+        with self.client() as c:
+            p = c.call("repo.prepare_init", {"repo": name, "human": "bench", "human_key": self.key.public, "import_from": import_from})
+            c.call("repo.init", {"op": p["op"], "sig": self.key.sign_op(name, p["op"])})
+            self.htoken = c.call("human.login", {"sig": self.key.sign_login(None, 3_600_000), "ttl_ms": 3_600_000})["token"]
+        return name
+
+    def start_sessions(self, n: int, repo: str = "bench") -> list[str]:
+        tokens = []
+        with self.client() as c:
+            for i in range(n):
+                op = {"op": "session.start", "session": f"s{i}-{secrets.token_hex(3)}", "agent": f"agent{i}", "model": None,
+                      "task": "bench", "expires_ms": int(time.time() * 1000) + 3_600_000,
+                      "scope": {"paths": ["**"], "symbols": None, "ops": [], "max_files": None, "max_lines": None, "scratch": []}}
+                tokens.append(c.call("human.submit", {"op": op, "sig": self.key.sign_op(repo, op)}, repo=repo, token=self.htoken)["token"])
+        return tokens
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(20)
+
+
+async def drive(socket: Path, requests: list[list[dict]], duration_s: float) -> tuple[int, list[float]]:
+    """One connection per list; each sends its requests round-robin, one at a time, for duration_s.
+    Returns (answers, latencies in ms)."""
+    latencies: list[float] = []
+    count = 0
+    stop_at = time.perf_counter() + duration_s
+
+    async def one(reqs: list[dict]) -> None:
+        nonlocal count
+        reader, writer = await asyncio.open_unix_connection(str(socket), limit=1 << 24)
+        lines = [json.dumps(r).encode() + b"\n" for r in reqs]
+        i = 0
+        while time.perf_counter() < stop_at:
+            t = time.perf_counter()
+            writer.write(lines[i % len(lines)])
+            line = await reader.readline()
+            latencies.append((time.perf_counter() - t) * 1000)
+            if not json.loads(line)["ok"]:
+                raise RuntimeError(line)
+            count += 1
+            i += 1
+        writer.close()
+
+    await asyncio.gather(*(one(r) for r in requests))
+    return count, latencies
+
+
+def pct(values: list[float], p: float) -> float:
+    if not values:
+        return float("nan")
+    s = sorted(values)
+    return s[min(len(s) - 1, int(round(p / 100 * (len(s) - 1))))]
+
+
+def sqlite_commit_rate(duration_s: float = 3.0) -> float:
+    """Single-row durable commits per second: SQLite, WAL, synchronous=FULL, on this disk."""
+    d = Path(tempfile.mkdtemp(prefix="lonca-bench-sqlite-"))
+    con = sqlite3.connect(d / "base.db", isolation_level=None)
+    con.execute("PRAGMA journal_mode=WAL")
+    con.execute("PRAGMA synchronous=FULL")
+    con.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, body TEXT)")
+    body = "x" * 400
+    n, stop_at = 0, time.perf_counter() + duration_s
+    t0 = time.perf_counter()
+    while time.perf_counter() < stop_at:
+        con.execute("BEGIN")
+        con.execute("INSERT INTO t (body) VALUES (?)", (body,))
+        con.execute("COMMIT")
+        n += 1
+    rate = n / (time.perf_counter() - t0)
+    con.close()
+    return rate
+
+
+def table(rows: list[tuple]) -> None:
+    print(f"{'figure':<52} {'value':>12} {'baseline':>12} {'ratio':>8}  target")
+    for name, value, base, target in rows:
+        ratio = value / base if base else float("nan")
+        b = f"{base:12.1f}" if base else f"{'-':>12}"
+        r = f"{ratio:8.2f}" if base else f"{'-':>8}"
+        print(f"{name:<52} {value:12.1f} {b} {r}  {target}")
+
+
+def median(values):
+    return statistics.median(values)
