@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Callable
 
 from tree_sitter import Node
@@ -54,6 +55,7 @@ EXTENSIONS = {
 }
 
 
+@lru_cache(maxsize=1 << 16)
 def language_of(path: str) -> str | None:
     """The grammar for `path` by its extension, or None for a file no grammar reads."""
     name = path.rsplit("/", 1)[-1]
@@ -63,26 +65,28 @@ def language_of(path: str) -> str | None:
     return EXTENSIONS.get(name[dot:].lower())
 
 
-def text(node: Node | None) -> str:
-    return "" if node is None else node.text.decode("utf-8", "replace")
+def text(node: Node | None, src: bytes) -> str:
+    """The node's text, sliced from the source: a tree parsed through a read callback (as the
+    bounded parse does) would call that callback again for `Node.text`, 200 times slower."""
+    return "" if node is None else src[node.start_byte:node.end_byte].decode("utf-8", "replace")
 
 
 def squash(s: str) -> str:
     return " ".join(s.split())
 
 
-def field_text(name: str) -> Callable[[Node], str | None]:
-    def get(node: Node) -> str | None:
+def field_text(name: str) -> Callable[[Node, bytes], str | None]:
+    def get(node: Node, src: bytes) -> str | None:
         child = node.child_by_field_name(name)
-        return text(child) if child is not None else None
+        return text(child, src) if child is not None else None
     return get
 
 
-def first_child_text(*types: str) -> Callable[[Node], str | None]:
-    def get(node: Node) -> str | None:
+def first_child_text(*types: str) -> Callable[[Node, bytes], str | None]:
+    def get(node: Node, src: bytes) -> str | None:
         for child in node.named_children:
             if child.type in types:
-                return text(child)
+                return text(child, src)
         return None
     return get
 
@@ -95,11 +99,11 @@ def _strip_generics(s: str) -> str:
 class Rule:
     """How one node type becomes a symbol."""
     kind: str                       # "fn" = function, or method inside a type
-    name: Callable[[Node], str | None] = field_text("name")
+    name: Callable[[Node, bytes], str | None] = field_text("name")
     body: Callable[[Node], Node | None] = lambda n: n.child_by_field_name("body")
     container: bool = False         # a type: members are symbols, the rest is its <def>
-    key: Callable[[Node], str | None] | None = None
-    owner: Callable[[Node], str | None] | None = None  # declared outside its type
+    key: Callable[[Node, bytes], str | None] | None = None
+    owner: Callable[[Node, bytes], str | None] | None = None  # declared outside its type
     needs_body: bool = False        # without a body it is a declaration, not a definition
 
 
@@ -123,10 +127,10 @@ class Lang:
 
 def _param_types(params_field: str | None, param_types: tuple[str, ...],
                  type_field: str | None = "type",
-                 params_child: tuple[str, ...] = ()) -> Callable[[Node], str | None]:
+                 params_child: tuple[str, ...] = ()) -> Callable[[Node, bytes], str | None]:
     """`(T1,T2)` from the parameters: each parameter's type field, or without a type field
     its last named child (Kotlin's type follows the name)."""
-    def key(node: Node) -> str | None:
+    def key(node: Node, src: bytes) -> str | None:
         params = node.child_by_field_name(params_field) if params_field else None
         if params is None:
             for child in node.named_children:
@@ -141,12 +145,12 @@ def _param_types(params_field: str | None, param_types: tuple[str, ...],
                 continue
             t = p.child_by_field_name(type_field) if type_field else p.named_children[-1]
             # TypeScript's type field is the annotation, colon included
-            parts.append(squash(text(t if t is not None else p)).lstrip(":").strip())
+            parts.append(squash(text(t if t is not None else p, src)).lstrip(":").strip())
         return "(" + ",".join(parts) + ")"
     return key
 
 
-def _c_param_key(node: Node) -> str | None:
+def _c_param_key(node: Node, src: bytes) -> str | None:
     decl = node.child_by_field_name("declarator")
     while decl is not None and decl.type != "function_declarator":
         decl = decl.child_by_field_name("declarator")
@@ -160,7 +164,7 @@ def _c_param_key(node: Node) -> str | None:
             continue
         s = p.start_byte
         default = p.child_by_field_name("default_value")
-        whole = p.text[:default.start_byte - s] if default is not None else p.text
+        whole = src[s:default.start_byte if default is not None else p.end_byte]
         ident = p.child_by_field_name("declarator")
         while ident is not None and ident.type not in ("identifier", "field_identifier"):
             ident = ident.child_by_field_name("declarator") or (
@@ -172,14 +176,14 @@ def _c_param_key(node: Node) -> str | None:
     return "(" + ",".join(parts) + ")"
 
 
-def _swift_param_key(node: Node) -> str | None:
-    parts = [squash(text(c).split("=")[0]) for c in node.named_children if c.type == "parameter"]
+def _swift_param_key(node: Node, src: bytes) -> str | None:
+    parts = [squash(text(c, src).split("=")[0]) for c in node.named_children if c.type == "parameter"]
     return "(" + ",".join(parts) + ")"
 
 
 # --- names ----------------------------------------------------------------------------------
 
-def _c_declarator_name(node: Node) -> tuple[str | None, str | None]:
+def _c_declarator_name(node: Node, src: bytes) -> tuple[str | None, str | None]:
     """(name, owner) of a C/C++ function definition: `int C::x()` -> ("x", "C")."""
     decl = node.child_by_field_name("declarator")
     while decl is not None and decl.type not in (
@@ -194,13 +198,13 @@ def _c_declarator_name(node: Node) -> tuple[str | None, str | None]:
     if decl is None:
         return None, None
     if decl.type == "qualified_identifier":
-        full = squash(text(decl))
+        full = squash(text(decl, src))
         scope, _, name = full.rpartition("::")
         return name, _strip_generics(scope).replace("::", ".") or None
-    return squash(text(decl)), None
+    return squash(text(decl, src)), None
 
 
-def _go_receiver(node: Node) -> str | None:
+def _go_receiver(node: Node, src: bytes) -> str | None:
     recv = node.child_by_field_name("receiver")
     if recv is None:
         return None
@@ -209,27 +213,27 @@ def _go_receiver(node: Node) -> str | None:
         while t is not None and t.type in ("pointer_type", "generic_type", "parenthesized_type"):
             t = t.child_by_field_name("type") or (t.named_children[0] if t.named_children else None)
         if t is not None:
-            return text(t)
+            return text(t, src)
     return None
 
 
-def _go_type_kind(spec: Node) -> str:
+def _go_type_kind(spec: Node, src: bytes) -> str:
     t = spec.child_by_field_name("type")
     return {"struct_type": "struct", "interface_type": "interface"}.get(
         t.type if t is not None else "", "type")
 
 
-def _rust_impl_owner(node: Node) -> str | None:
+def _rust_impl_owner(node: Node, src: bytes) -> str | None:
     t = node.child_by_field_name("type")
     while t is not None and t.type in ("generic_type", "reference_type", "scoped_type_identifier"):
         inner = t.child_by_field_name("type") or t.child_by_field_name("name")
         if inner is None:
             break
         t = inner
-    return _strip_generics(squash(text(t))) if t is not None else None
+    return _strip_generics(squash(text(t, src))) if t is not None else None
 
 
-def _rust_impl_name(node: Node) -> str | None:
+def _rust_impl_name(node: Node, src: bytes) -> str | None:
     trait = node.child_by_field_name("trait")
     if trait is None:
         return INHERENT
@@ -237,22 +241,22 @@ def _rust_impl_name(node: Node) -> str | None:
         trait = trait.child_by_field_name("type")
     if trait is not None and trait.type == "scoped_type_identifier":   # fmt::Display
         trait = trait.child_by_field_name("name")
-    return squash(text(trait))
+    return squash(text(trait, src))
 
 
-def _rust_impl_key(node: Node) -> str | None:
+def _rust_impl_key(node: Node, src: bytes) -> str | None:
     trait = node.child_by_field_name("trait")
     args = trait.child_by_field_name("type_arguments") if trait is not None else None
     if args is None:
         return None
-    return "(" + ",".join(squash(text(a)) for a in args.named_children) + ")"
+    return "(" + ",".join(squash(text(a, src)) for a in args.named_children) + ")"
 
 
-def _kotlin_class_kind(node: Node) -> str:
+def _kotlin_class_kind(node: Node, src: bytes) -> str:
     for child in node.children:
         if child.type == "interface":
             return "interface"
-        if child.type == "modifiers" and b"enum" in child.text:
+        if child.type == "modifiers" and b"enum" in src[child.start_byte:child.end_byte]:
             return "enum"
     return "class"
 
@@ -264,16 +268,16 @@ def _kotlin_body(node: Node) -> Node | None:
     return None
 
 
-def _swift_kind(node: Node) -> str:
+def _swift_kind(node: Node, src: bytes) -> str:
     kw = node.child_by_field_name("declaration_kind")
-    word = text(kw) if kw is not None else (node.children[0].type if node.children else "class")
+    word = text(kw, src) if kw is not None else (node.children[0].type if node.children else "class")
     return {"struct": "struct", "enum": "enum", "extension": "extension", "actor": "class"}.get(
         word, "class")
 
 
-def _swift_name(node: Node) -> str | None:
+def _swift_name(node: Node, src: bytes) -> str | None:
     n = node.child_by_field_name("name")
-    return _strip_generics(squash(text(n))) if n is not None else None
+    return _strip_generics(squash(text(n, src))) if n is not None else None
 
 
 def _js_var_function(node: Node) -> Node | None:
@@ -288,10 +292,10 @@ def _js_var_function(node: Node) -> Node | None:
     return None
 
 
-def _js_var_name(node: Node) -> str | None:
+def _js_var_name(node: Node, src: bytes) -> str | None:
     decl = _js_var_function(node)
     name = decl.child_by_field_name("name") if decl is not None else None
-    return text(name) if name is not None and name.type == "identifier" else None
+    return text(name, src) if name is not None and name.type == "identifier" else None
 
 
 def _js_var_body(node: Node) -> Node | None:
@@ -300,14 +304,14 @@ def _js_var_body(node: Node) -> Node | None:
     return value.child_by_field_name("body") if value is not None else None
 
 
-def _accessor_key(node: Node) -> str | None:
+def _accessor_key(node: Node, src: bytes) -> str | None:
     for child in node.children:
         if child.type in ("get", "set"):
             return f"[{child.type}ter]"
     return None
 
 
-def _python_property_key(node: Node) -> str | None:
+def _python_property_key(node: Node, src: bytes) -> str | None:
     """[getter]/[setter]/[deleter] from the decorators of a decorated definition."""
     parent = node.parent
     if parent is None or parent.type != "decorated_definition":
@@ -315,7 +319,7 @@ def _python_property_key(node: Node) -> str | None:
     for dec in parent.named_children:
         if dec.type != "decorator":
             continue
-        d = dec.text
+        d = src[dec.start_byte:dec.end_byte]
         if d.strip() in (b"@property", b"@functools.cached_property", b"@cached_property"):
             return "[getter]"
         for word in (b"setter", b"getter", b"deleter"):
@@ -336,13 +340,13 @@ def _last_named(node: Node) -> Node | None:
     return node.named_children[-1] if node.named_children else None
 
 
-_C_NAME = lambda n: _c_declarator_name(n)[0]  # noqa: E731
-_C_OWNER = lambda n: _c_declarator_name(n)[1]  # noqa: E731
+_C_NAME = lambda n, s: _c_declarator_name(n, s)[0]  # noqa: E731
+_C_OWNER = lambda n, s: _c_declarator_name(n, s)[1]  # noqa: E731
 _C_TYPES = {
     "struct_specifier": Rule("struct", container=True, needs_body=True),
     "union_specifier": Rule("union", container=True, needs_body=True),
     "enum_specifier": Rule("enum", container=True, needs_body=True),
-    "type_definition": Rule("type", name=lambda n: squash(text(n.child_by_field_name("declarator"))),
+    "type_definition": Rule("type", name=lambda n, s: squash(text(n.child_by_field_name("declarator"), s)),
                             body=lambda n: None),
 }
 
@@ -359,7 +363,7 @@ _TS_RULES = {
     **_JS_RULES,
     "function_declaration": Rule("function", key=_TS_PARAMS),
     "function_signature": Rule("function", key=_TS_PARAMS),
-    "method_definition": Rule("fn", key=lambda n: _accessor_key(n) or _TS_PARAMS(n)),
+    "method_definition": Rule("fn", key=lambda n, s: _accessor_key(n, s) or _TS_PARAMS(n, s)),
     "abstract_class_declaration": Rule("class", container=True),
     "interface_declaration": Rule("interface", container=True),
     "enum_declaration": Rule("enum", container=True),
@@ -497,7 +501,7 @@ _add(Lang(
         "module": Rule("module", container=True),
         "class": Rule("class", container=True),
         "method": Rule("fn"),
-        "singleton_method": Rule("method", key=lambda n: "[self]"),
+        "singleton_method": Rule("method", key=lambda n, s: "[self]"),
     },
     transparent=frozenset({"body_statement"}),
     test_name=re.compile(r"^test_"),
@@ -525,11 +529,11 @@ _add(Lang(
         "object_declaration": Rule(
             "object", name=first_child_text("type_identifier"), body=_kotlin_body, container=True),
         "companion_object": Rule(
-            "object", name=lambda n: first_child_text("type_identifier")(n) or "Companion",
+            "object", name=lambda n, s: first_child_text("type_identifier")(n, s) or "Companion",
             body=_kotlin_body, container=True),
         "function_declaration": Rule(
             "fn", name=first_child_text("simple_identifier"), body=_kotlin_body, key=_KT_PARAMS),
-        "secondary_constructor": Rule("constructor", name=lambda n: "constructor",
+        "secondary_constructor": Rule("constructor", name=lambda n, s: "constructor",
                                       body=lambda n: n.child_by_field_name("body") or next(
                                           (c for c in n.named_children if c.type == "statements"),
                                           None)),
@@ -544,8 +548,8 @@ _add(Lang(
         "class_declaration": Rule("class", name=_swift_name, container=True),
         "protocol_declaration": Rule("protocol", container=True),
         "function_declaration": Rule("fn", key=_swift_param_key),
-        "init_declaration": Rule("constructor", name=lambda n: "init", key=_swift_param_key),
-        "deinit_declaration": Rule("destructor", name=lambda n: "deinit"),
+        "init_declaration": Rule("constructor", name=lambda n, s: "init", key=_swift_param_key),
+        "deinit_declaration": Rule("destructor", name=lambda n, s: "deinit"),
     },
     imports=frozenset({"import_declaration"}),
     test_name=re.compile(r"^test"),

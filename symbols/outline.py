@@ -92,14 +92,14 @@ def _walk(nodes: list[Node], lang: Lang, data: bytes, in_type: bool, depth: int,
 def _make(node: Node, outer: Node, first: Node | None, head: Node | None, lang: Lang,
           data: bytes, in_type: bool, depth: int) -> Raw | None:
     rule = lang.rules[node.type]
-    name = rule.name(node)
+    name = rule.name(node, data)
     if not name:
         return None
     body = rule.body(node)
     if rule.needs_body and body is None:
         return None
     kind_of = KIND_OF.get((lang.name, node.type))
-    kind = kind_of(node) if kind_of is not None else rule.kind
+    kind = kind_of(node, data) if kind_of is not None else rule.kind
     if kind == "fn":
         kind = "method" if in_type else "function"
     start = first.start_byte if first is not None else outer.start_byte
@@ -109,8 +109,8 @@ def _make(node: Node, outer: Node, first: Node | None, head: Node | None, lang: 
     raw = Raw(name=name, kind=kind, start=start, head=head_byte, sig_end=sig_end, end=end,
               start_row=(first or outer).start_point.row, end_row=outer.end_point.row,
               def_row=node.start_point.row, container=rule.container,
-              key=rule.key(node) if rule.key is not None else None,
-              owner=rule.owner(node) if rule.owner is not None else None)
+              key=rule.key(node, data) if rule.key is not None else None,
+              owner=rule.owner(node, data) if rule.owner is not None else None)
     if kind in FUNCTION_KINDS:
         _mark_test(raw, lang, data, body)
     if rule.container and body is not None:

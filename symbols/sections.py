@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from tree_sitter import Node
 
+from .languages import squash, text
 from .outline import MAX_DEPTH, Raw
 
 # Their hash covers their own text: a change in a subsection is not an edit of its parent.
@@ -24,15 +25,15 @@ SECTION_KINDS = frozenset({"section", "key"})
 def section_outline(language: str, root: Node, data: bytes) -> list[Raw]:
     out: list[Raw] = []
     if language == "markdown":
-        _markdown(root.children, out, 0)
+        _markdown(root.children, data, out, 0)
     elif language == "toml":
-        _toml(root, out)
+        _toml(root, data, out)
     elif language == "json":
         for child in root.named_children:
             if child.type == "object":
-                _json_pairs(child, out, 0)
+                _json_pairs(child, data, out, 0)
     else:
-        _yaml(root, out, 0)
+        _yaml(root, data, out, 0)
     return out
 
 
@@ -48,11 +49,11 @@ def _last_row(node: Node) -> int:
     return row - 1 if col == 0 and row > node.start_point.row else row
 
 
-def _text(node: Node | None) -> str:
-    return "" if node is None else " ".join(node.text.decode("utf-8", "replace").split())
+def _text(node: Node | None, src: bytes) -> str:
+    return "" if node is None else squash(text(node, src))
 
 
-def _markdown(nodes: list[Node], out: list[Raw], depth: int) -> None:
+def _markdown(nodes: list[Node], src: bytes, out: list[Raw], depth: int) -> None:
     if depth > MAX_DEPTH:
         return
     for node in nodes:
@@ -60,38 +61,38 @@ def _markdown(nodes: list[Node], out: list[Raw], depth: int) -> None:
             continue
         heading = node.children[0] if node.children else None
         if heading is None or heading.type not in ("atx_heading", "setext_heading"):
-            _markdown(node.children, out, depth + 1)
+            _markdown(node.children, src, out, depth + 1)
             continue
         content = heading.child_by_field_name("heading_content")
         if content is None:
             content = next((c for c in heading.named_children if c.type == "paragraph"), None)
-        name = _text(content) or "(untitled)"
+        name = _text(content, src) or "(untitled)"
         raw = _raw(node, name, "section", heading.end_byte)
-        _markdown(node.children, raw.members, depth + 1)
+        _markdown(node.children, src, raw.members, depth + 1)
         out.append(raw)
 
 
-def _toml_key(node: Node) -> str:
+def _toml_key(node: Node, src: bytes) -> str:
     for child in node.named_children:
         if child.type in ("bare_key", "dotted_key", "quoted_key"):
-            return _text(child).replace('"', "").replace("'", "")
+            return _text(child, src).replace('"', "").replace("'", "")
     return ""
 
 
-def _toml(root: Node, out: list[Raw]) -> None:
+def _toml(root: Node, src: bytes, out: list[Raw]) -> None:
     for node in root.named_children:
         if node.type == "pair":
-            out.append(_raw(node, _toml_key(node), "key", node.end_byte))
+            out.append(_raw(node, _toml_key(node, src), "key", node.end_byte))
         elif node.type in ("table", "table_array_element"):
             header_end = next((c.end_byte for c in node.children if c.type in ("]", "]]")),
                               node.start_byte)
-            raw = _raw(node, _toml_key(node), "section", header_end)
-            raw.members = [_raw(p, _toml_key(p), "key", p.end_byte)
+            raw = _raw(node, _toml_key(node, src), "section", header_end)
+            raw.members = [_raw(p, _toml_key(p, src), "key", p.end_byte)
                            for p in node.named_children if p.type == "pair"]
             out.append(raw)
 
 
-def _json_pairs(obj: Node, out: list[Raw], depth: int) -> None:
+def _json_pairs(obj: Node, src: bytes, out: list[Raw], depth: int) -> None:
     if depth > MAX_DEPTH:
         return
     for pair in obj.named_children:
@@ -100,15 +101,15 @@ def _json_pairs(obj: Node, out: list[Raw], depth: int) -> None:
         key = pair.child_by_field_name("key")
         content = next((c for c in key.named_children if c.type == "string_content"), None) \
             if key is not None else None
-        name = _text(content) if content is not None else _text(key).strip('"')
+        name = _text(content, src) if content is not None else _text(key, src).strip('"')
         value = pair.child_by_field_name("value")
         raw = _raw(pair, name or '""', "key", value.start_byte if value is not None else pair.end_byte)
         if value is not None and value.type == "object":
-            _json_pairs(value, raw.members, depth + 1)
+            _json_pairs(value, src, raw.members, depth + 1)
         out.append(raw)
 
 
-def _yaml(node: Node, out: list[Raw], depth: int) -> None:
+def _yaml(node: Node, src: bytes, out: list[Raw], depth: int) -> None:
     """Descend through streams, documents and nodes to mappings; list each pair."""
     if depth > MAX_DEPTH:
         return
@@ -116,11 +117,11 @@ def _yaml(node: Node, out: list[Raw], depth: int) -> None:
         if child.type in ("block_mapping_pair", "flow_pair"):
             key = child.child_by_field_name("key")
             value = child.child_by_field_name("value")
-            raw = _raw(child, _text(key) or '""', "key",
+            raw = _raw(child, _text(key, src) or '""', "key",
                        value.start_byte if value is not None else child.end_byte)
             if value is not None:
-                _yaml(value, raw.members, depth + 1)
+                _yaml(value, src, raw.members, depth + 1)
             out.append(raw)
         elif child.type in ("document", "block_node", "flow_node", "block_mapping",
                             "flow_mapping"):
-            _yaml(child, out, depth + 1)
+            _yaml(child, src, out, depth + 1)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from tree_sitter import Node
 
@@ -29,7 +30,7 @@ SYMBOLS_ENGINE = 17
 FILE = "<file>"
 DEF = "<def>"
 MAX_SYNTAX_ERRORS = 5
-_IDENT = re.compile(rb"[A-Za-z_$\x80-\xff][A-Za-z0-9_$\x80-\xff]*")
+_IDENT = re.compile(r"[A-Za-z_$\x80-\U0010ffff][A-Za-z0-9_$\x80-\U0010ffff]*")
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +77,20 @@ class FileSymbols:
     def file_id(self) -> str:
         return f"{self.path}#{FILE}"
 
+    @cached_property
+    def spans(self) -> tuple[list[Symbol], list[int]]:
+        """Symbols with a text of their own, by start (outer first), and their starts: where
+        the facts look up which symbol holds a byte."""
+        spans = sorted((s for s in self.symbols if s.kind not in ("def", "file")),
+                       key=lambda s: (s.start_byte, -s.end_byte))
+        return spans, [s.start_byte for s in spans]
+
+    @cached_property
+    def mentions(self) -> dict[str, frozenset[str]]:
+        """name -> ids of the symbols that mention it, filled by the facts as names are
+        asked for, so a warm base answers `affected` without reading its blobs again."""
+        return {}
+
 
 def digest(data: bytes) -> str:
     return hashlib.blake2b(data, digest_size=16).hexdigest()
@@ -114,7 +129,7 @@ def symbol_table(path: str, data: bytes, timeout_s: float | None = None) -> File
     residual = normalize(_cut(data, 0, len(data), _flatten(raws)))
     symbols.append(Symbol(f"{path}#{FILE}", FILE, FILE, "file", None, 0, len(data), 1,
                           root.end_point.row + 1, digest(b""), digest(residual)))
-    names = frozenset(n.decode("utf-8", "replace") for n in set(_IDENT.findall(data)))
+    names = frozenset(_IDENT.findall(data.decode("utf-8")))
     return FileSymbols(path, language, "parsed", symbols, [], names, tuple(imports),
                        count_lines(data))
 
