@@ -105,7 +105,7 @@ def _make(node: Node, outer: Node, first: Node | None, head: Node | None, lang: 
     start = first.start_byte if first is not None else outer.start_byte
     head_byte = head.start_byte if head is not None else outer.start_byte
     end = outer.end_byte
-    sig_end = body.start_byte if body is not None else end
+    sig_end = end if body is None else _signature_end(node, body)
     raw = Raw(name=name, kind=kind, start=start, head=head_byte, sig_end=sig_end, end=end,
               start_row=(first or outer).start_point.row, end_row=outer.end_point.row,
               def_row=node.start_point.row, container=rule.container,
@@ -117,6 +117,18 @@ def _make(node: Node, outer: Node, first: Node | None, head: Node | None, lang: 
         _walk(body.children, lang, data, kind != "module", depth + 1, raw.members, None)
         raw.members = _attach(raw.members)
     return raw
+
+
+def _signature_end(node: Node, body: Node) -> int:
+    """Where the text before the body ends, comments between the two left out (Python puts a
+    comment above a block's first statement before the block)."""
+    end = node.start_byte
+    for child in node.children:
+        if child.start_byte >= body.start_byte:
+            break
+        if child.type not in COMMENTS:
+            end = child.end_byte
+    return end if body.parent == node else body.start_byte
 
 
 def _mark_test(raw: Raw, lang: Lang, data: bytes, body: Node | None) -> None:
