@@ -83,3 +83,17 @@ def test_facts_swap_when_the_trees_swap(one: set[str], two: set[str]) -> None:
     assert forward["adds"] == backward["deletes"]
     assert forward["added_files"] == backward["deleted_files"]
     assert forward["lines_added"] == backward["lines_removed"]
+
+
+@SETTINGS
+@given(st.sampled_from(sorted({"x.py", "x.rs", "x.go", "x.ts", "x.tsx", "x.js", "x.java",
+                               "x.cs", "x.c", "x.cpp", "x.rb", "x.php", "x.kt", "x.swift",
+                               "x.scala", "x.md", "x.toml", "x.json", "x.yaml", "x.txt"})),
+       st.one_of(st.binary(max_size=400),
+                 st.text(alphabet="{}()[]<>:;,.=\"'#/\\\n\t abcdefxyz_0123456789@$-*",
+                         max_size=400).map(str.encode)))
+def test_any_bytes_give_a_table(path: str, data: bytes) -> None:
+    fs = symbol_table(path, data)
+    assert fs.status in ("parsed", "unparsed", "unread")
+    assert fs.symbols[-1].id == f"{path}#<file>"
+    assert all(0 <= s.start_byte <= s.end_byte <= len(data) for s in fs.symbols)
