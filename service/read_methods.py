@@ -43,15 +43,47 @@ async def status(call: Call) -> dict:
     d = call.daemon
     rs = call.repo_state()
     now = d.now_ms()
+    pol = rs.policy
+    leases = []
+    for s in rs.sets.values():
+        live = rs.set_live(s, now)
+        if (live and s.items) or s.pinned:
+            leases.append(s.to_json(live))
+    pending = []
+    for pr in sorted(rs.pending.values(), key=lambda x: x.seq):
+        rec = rs.changes.get(pr.change) if pr.change else None
+        sess = rs.sessions.get(rec.session) if rec and rec.session else None
+        pending.append({
+            "seq": pr.seq, "created_ms": pr.created_ms, "actor": actor_label(pr.actor), "op": pr.op,
+            "reasons": pr.reasons, "approvals": pr.approvals, "required": pol.approvals_required,
+            "change": pr.change, "base": rec.base if rec else None, "intent": rec.intent if rec else None,
+            "agent": sess.agent if sess else None, "task": sess.task if sess else None,
+            "paths": rec.paths if rec else [], "checks": rec.checks if rec else [],
+            "runs": pol.runs(rec.paths, bool(rec.facts.get("signature_changes")), rec.checks) if rec else None})
+    changes = [{"change": c.id, "actor": actor_label(c.actor), "status": c.status, "provenance": c.provenance,
+                "commit": c.commit, "base": c.base, "intent": c.intent, "created_ms": c.created_ms,
+                "version": c.version, "paths": c.paths, "checks": c.checks,
+                "runs": pol.runs(c.paths, bool(c.facts.get("signature_changes")), c.checks)}
+               for c in sorted(rs.changes.values(), key=lambda c: c.proposed_seq)]
     return {
-        "repo": rs.name, "trunk": rs.trunk, "policy": rs.policy, "policy_checks": [], "frozen": rs.frozen,
-        "queue": [], "next_seq": rs.next_seq, "head_hash": rs.head_hash, "now_ms": now,
-        "verification_day_ms": 0, "daemon_key": rs.daemon_key, "below_hardened": [],
-        "profile": rs.profile,
+        "repo": rs.name, "trunk": rs.trunk, "policy": rs.policy_id, "policy_checks": pol.check_names,
+        "frozen": rs.frozen, "queue": list(rs.queue), "next_seq": rs.next_seq, "head_hash": rs.head_hash,
+        "now_ms": now, "verification_day_ms": rs.verification_days.get(now // 86_400_000, 0), "daemon_key": rs.daemon_key,
+        "below_hardened": [], "profile": rs.profile, "unparsed_files": pol.unparsed_files,
         "humans": {n: {"alg": k["alg"], "public": k["public"], "recovery": None} for n, k in sorted(rs.humans.items())},
         "sessions": [s.to_json(now) for s in rs.sessions.values()],
-        "leases": [], "changes": [], "pending": [], "interests": [], "reservations": [],
+        "leases": leases, "changes": changes, "pending": pending,
+        "interests": [i.to_json() for i in rs.interests],
+        "reservations": [r.to_json() for r in rs.reservations if r.until_ms > now],
     }
+
+
+def actor_label(actor: dict) -> str:
+    if actor.get("kind") == "agent":
+        return f"agent:{actor['name']}/{actor['session']}"
+    if actor.get("kind") == "human":
+        return f"human:{actor['name']}"
+    return "daemon"
 
 
 @method("log", "read")

@@ -6,7 +6,6 @@ from lonca.protocol import LoncaError
 from .auth import new_agent_token, token_hash
 from .log import Draft, allow
 from .methods import Call, expect, method, params_of
-from .policy import DEFAULT as POLICY
 from .state import RepoState
 from .store import TokenRow
 
@@ -55,7 +54,7 @@ def decide_session_start(call: Call, rs: RepoState, op: dict) -> Draft:
     if op.get("scope") is not None and check_scope(op["scope"]) != op["scope"]:
         raise LoncaError("invalid", "op.scope must be complete: paths, symbols, ops, max_files, max_lines, scratch")
     expires = expect(op["expires_ms"], int, "op.expires_ms")
-    if not now < expires <= now + POLICY.session_max_ttl_ms:
+    if not now < expires <= now + rs.policy.session_max_ttl_ms:
         raise LoncaError("invalid", "op.expires_ms is in the future and within the policy's session lifetime")
     if op.get("scope") is None:
         raise LoncaError("invalid", "op.scope is required")
@@ -83,8 +82,9 @@ async def heartbeat(call: Call) -> dict:
         op = {"op": "observe", "session": sid, "events": [{"kind": "heartbeat"}]}
 
         def result(entry: dict) -> dict:
-            return {"now_ms": entry["time_ms"], "timeout_ms": POLICY.heartbeat_timeout_ms,
-                    "max_ttl_ms": POLICY.max_ttl_ms, "leases": []}
+            own = [rs.sets[s] for s in sorted(rs.sets_by_session.get(sid, ())) if rs.sets[s].items]
+            return {"now_ms": entry["time_ms"], "timeout_ms": rs.policy.heartbeat_timeout_ms,
+                    "max_ttl_ms": rs.policy.max_ttl_ms, "leases": [{"set": s.id, "expires_ms": s.expires_ms} for s in own]}
         return Draft(actor=call.auth.actor, op=op, decision=allow(), result=result)
 
     return await d.log.append(rs.name, decide)

@@ -41,3 +41,27 @@ def session_op(agent: str = "agent-1", ttl_ms: int = 3_600_000, **extra) -> dict
 def start_session(client, key, htoken: str, repo: str = "demo", **extra) -> dict:
     op = session_op(**extra)
     return client.call("human.submit", {"op": op, "sig": key.sign_op(repo, op)}, repo=repo, token=htoken)
+
+
+def b64(text: str) -> str:
+    import base64
+    return base64.b64encode(text.encode()).decode()
+
+
+def claim_of(facts: dict, intent: str = "test change") -> dict:
+    """The claim that matches these facts."""
+    return {"intent": intent, **{k: facts[k] for k in ("edits", "adds", "deletes", "deleted_files", "signature_changes", "tests")}}
+
+
+def propose(client, token: str, base: str, files: dict, intent: str = "test change", claim: dict | None = None) -> dict:
+    """facts.preview, then change.propose with the claim the facts make (unless one is given)."""
+    changes = [{"path": p, "content_b64": None if t is None else b64(t), "mode": None} for p, t in files.items()]
+    if claim is None:
+        facts = client.call("facts.preview", {"base": base, "files": changes}, token=token)["facts"]
+        claim = claim_of(facts, intent)
+    return client.call("change.propose", {"change": None, "base": base, "files": changes, "claim": claim}, token=token)
+
+
+def acquire(client, token: str, *items, intent: str = "working on it", ttl_ms: int = 600_000) -> dict:
+    lease_items = [i if isinstance(i, dict) else {"symbol": i, "kind": "edit"} for i in items]
+    return client.call("lease.acquire", {"set": None, "items": lease_items, "intent": intent, "ttl_ms": ttl_ms}, token=token)

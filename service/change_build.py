@@ -1,0 +1,119 @@
+"""Building a proposal in the bare store (pygit2) and computing its facts (lonca.symbols)."""
+import base64
+import binascii
+import secrets
+from collections import OrderedDict
+
+import pygit2
+
+from lonca.protocol import LoncaError
+from lonca.symbols import SymbolCache, TreeEntry, compute_facts
+
+from .gitstore import DAEMON_SIG
+
+MODES = {"regular": pygit2.GIT_FILEMODE_BLOB, "executable": pygit2.GIT_FILEMODE_BLOB_EXECUTABLE,
+         "symlink": pygit2.GIT_FILEMODE_LINK}
+OCTAL = {pygit2.GIT_FILEMODE_BLOB: "100644", pygit2.GIT_FILEMODE_BLOB_EXECUTABLE: "100755",
+         pygit2.GIT_FILEMODE_LINK: "120000", pygit2.GIT_FILEMODE_COMMIT: "160000"}
+
+
+def new_change_id() -> str:
+    """32 letters k-z: the reverse hex of 16 random bytes (Jujutsu's change ids)."""
+    return "".join(chr(ord("z") - int(c, 16)) for c in secrets.token_bytes(16).hex())
+
+
+def is_change_id(value) -> bool:
+    return isinstance(value, str) and len(value) == 32 and all("k" <= c <= "z" for c in value)
+
+
+def check_files(value) -> list[dict]:
+    if not isinstance(value, list) or len(value) > 100_000:
+        raise LoncaError("invalid", "files is a list of file changes")
+    out, seen = [], set()
+    for f in value:
+        if not isinstance(f, dict) or set(f) - {"path", "content_b64", "mode"} or not isinstance(f.get("path"), str):
+            raise LoncaError("invalid", 'a file change is {"path", "content_b64": base64 | null, "mode"}')
+        path = f["path"]
+        parts = path.split("/")
+        if not path or path.startswith("/") or any(p in ("", ".", "..", ".git") for p in parts):
+            raise LoncaError("invalid", f"{path!r} is not a relative path inside the repository")
+        if path in seen:
+            raise LoncaError("invalid", f"{path} appears twice")
+        seen.add(path)
+        mode = f.get("mode")
+        if mode is not None and mode not in MODES:
+            raise LoncaError("invalid", f"{path}: mode is regular, executable or symlink (or null)")
+        content = f.get("content_b64")
+        data = None
+        if content is not None:
+            if not isinstance(content, str):
+                raise LoncaError("invalid", f"{path}: content_b64 is a base64 string or null")
+            try:
+                data = base64.b64decode(content, validate=True)
+            except (binascii.Error, ValueError):
+                raise LoncaError("invalid", f"{path}: content_b64 is not base64") from None
+        out.append({"path": path, "data": data, "mode": mode})
+    return out
+
+
+class TreeMaps:
+    """path -> TreeEntry of a commit's tree, kept for the last few commits (bases repeat)."""
+
+    def __init__(self, size: int = 64):
+        self._maps: OrderedDict[str, dict[str, TreeEntry]] = OrderedDict()
+        self.size = size
+
+    def get(self, repo: pygit2.Repository, commit_id: str) -> dict[str, TreeEntry]:
+        m = self._maps.get(commit_id)
+        if m is None:
+            m = {}
+            commit = repo.get(commit_id)
+            _walk(repo, commit.tree, "", m)
+            self._maps[commit_id] = m
+            if len(self._maps) > self.size:
+                self._maps.popitem(last=False)
+        else:
+            self._maps.move_to_end(commit_id)
+        return m
+
+
+def _walk(repo, tree, prefix, out) -> None:
+    for e in tree:
+        if e.filemode == pygit2.GIT_FILEMODE_TREE:
+            _walk(repo, repo[e.id], prefix + e.name + "/", out)
+        else:
+            out[prefix + e.name] = TreeEntry(str(e.id), OCTAL.get(e.filemode, "100644"))
+
+
+def commit_exists(repo: pygit2.Repository, commit_id: str) -> bool:
+    try:
+        return isinstance(repo.get(commit_id), pygit2.Commit)
+    except (ValueError, TypeError):
+        return False
+
+
+def build_commit(repo: pygit2.Repository, base: str, files: list[dict], message: str, author: str, now_ms: int,
+                 base_map: dict[str, TreeEntry]) -> tuple[str, dict[str, TreeEntry]]:
+    """The commit of `files` on `base` (refs untouched) and the new tree's path map."""
+    index = pygit2.Index()
+    index.read_tree(repo.get(base).tree)
+    new_map = dict(base_map)
+    for f in files:
+        if f["data"] is None:
+            if f["path"] in new_map:
+                index.remove(f["path"])
+                del new_map[f["path"]]
+            continue
+        old = base_map.get(f["path"])
+        mode = MODES[f["mode"]] if f["mode"] else (int(old.mode, 8) if old and old.mode != "160000" else pygit2.GIT_FILEMODE_BLOB)
+        oid = repo.create_blob(f["data"])
+        index.add(pygit2.IndexEntry(f["path"], oid, mode))
+        new_map[f["path"]] = TreeEntry(str(oid), OCTAL[mode])
+    tree = index.write_tree(repo)
+    who = pygit2.Signature(author[:200] or "agent", DAEMON_SIG[1], now_ms // 1000, 0)
+    commit = repo.create_commit(None, who, pygit2.Signature(*DAEMON_SIG, now_ms // 1000, 0), message, tree, [pygit2.Oid(hex=base)])
+    return str(commit), new_map
+
+
+def facts_of(repo: pygit2.Repository, cache: SymbolCache, base_map: dict, new_map: dict):
+    return compute_facts(base_map, new_map, lambda oid: repo[oid].data, cache)

@@ -1,0 +1,445 @@
+"""Proposals: change.propose and facts.preview (facts, claim, scope, leases, policy), and the
+readers change.get, change.resolve, change.diff; change.withdraw. How their entries change state."""
+import asyncio
+
+import pygit2
+
+from lonca.protocol import LoncaError
+from lonca.symbols import SYMBOLS_ENGINE, compare_claim
+
+from . import scope as scopes
+from .change_build import build_commit, check_files, commit_exists, facts_of, is_change_id, new_change_id
+from .lease_methods import advice, deny
+from .lease_model import FILE, bare_name, covers, parent_of, split
+from .log import Draft
+from .methods import Call, expect, method, params_of
+from .state import ChangeRec, PendingRec, RepoState, State, register
+
+CLAIM_KEYS = {"intent", "edits", "adds", "deletes", "deleted_files", "signature_changes", "tests", "revert_of"}
+DIFF_CAP = 2 * 1024 * 1024
+
+
+# -- what leases the facts need ------------------------------------------------------------------
+
+def needed(facts: dict, rs: RepoState) -> list[dict]:
+    """Lease items a change with these facts needs, most covering first, each once."""
+    optimistic = rs.policy.unparsed_files == "optimistic"
+    skip = set(facts["unparsed_files"]) if optimistic else set()
+    whole = {p for p in facts["added_files"] + facts["deleted_files"]} - skip
+    out: dict[str, dict] = {}
+    for p in sorted(whole):
+        out[f"{p}#{FILE}"] = {"symbol": f"{p}#{FILE}", "kind": "edit"}
+    renamed = {old: new for old, new in facts["renames"]}
+    renamed_new = set(renamed.values())
+
+    def add(item):
+        path = split(item["symbol"])[0]
+        if path in whole or path in skip:
+            return
+        key = item["symbol"] + "|" + item["kind"]
+        prev = out.get(key)
+        if prev and item.get("names"):
+            prev["names"] = sorted(set(prev.get("names", [])) | set(item["names"]))
+        elif not prev:
+            out[key] = item
+    for old in sorted(renamed):
+        add({"symbol": old, "kind": "rename"})
+    for sym in sorted(set(facts["edits"]) | set(facts["deletes"])):
+        if sym not in renamed and sym not in renamed_new:
+            add({"symbol": sym, "kind": "edit"})
+    for sym in sorted(facts["adds"]):
+        if sym in renamed_new:
+            continue
+        path, qual = split(sym)
+        if qual.endswith(".<append>"):
+            add({"symbol": f"{path}#{qual[:-len('.<append>')]}", "kind": "insert"})
+        else:
+            add({"symbol": parent_of(sym), "kind": "insert", "names": [bare_name(sym)]})
+    return list(out.values())
+
+
+def satisfied(need: dict, have: dict) -> bool:
+    """Whether one held item answers one need."""
+    hk, hs, ns = have["kind"], have["symbol"], need["symbol"]
+    if need["kind"] == "insert":
+        names = need.get("names") or []
+        if hk == "insert":
+            return hs == ns and (have.get("names") is None or set(names) <= set(have["names"]))
+        return hk in ("edit", "rename", "shared") and (
+            covers(hs, ns) or bool(names) and all(covers(hs, _member(ns, n)) for n in names))
+    return hk in ("edit", "rename", "shared") and covers(hs, ns)
+
+
+def _member(container: str, name: str) -> str:
+    path, qual = split(container)
+    return f"{path}#{name}" if qual == FILE else f"{container}.{name}"
+
+
+def own_items(rs: RepoState, session: str, now: int) -> list[tuple[str, dict]]:
+    out = []
+    for sid in rs.sets_by_session.get(session, ()):
+        s = rs.sets[sid]
+        out += [(sid, item) for item, _ in rs.live_items(s, now)]
+    return out
+
+
+def lease_standing(rs: RepoState, session: str | None, needs: list[dict], now: int):
+    """(missing needs, details, the own (set, item) pairs that satisfy the rest)."""
+    own = own_items(rs, session, now) if session else []
+    missing, details, used = [], [], []
+    for need in needs:
+        matches = [(sid, it) for sid, it in own if satisfied(need, it)]
+        if matches:
+            used += matches
+            details.append({"code": "held_by_you", "symbol": need["symbol"], "needed_kind": need["kind"],
+                            "holder_session": session, "holder_agent": None, "intent": rs.sets[matches[0][0]].intent,
+                            "expires_ms": rs.sets[matches[0][0]].expires_ms, "set": matches[0][0], "pinned_to": None})
+            continue
+        missing.append(need)
+        holders = rs.holders([need], session or "", now)
+        if not holders:
+            details.append({"code": "free", "symbol": need["symbol"], "needed_kind": need["kind"], "holder_session": None,
+                            "holder_agent": None, "intent": None, "expires_ms": None, "set": None, "pinned_to": None})
+        for s, held, _want, pinned in holders:
+            rec = rs.sessions.get(s.session)
+            details.append({"code": "lease_held", "symbol": need["symbol"], "needed_kind": need["kind"],
+                            "holder_session": s.session, "holder_agent": rec.agent if rec else None, "intent": s.intent,
+                            "expires_ms": None if pinned else s.expires_ms, "set": s.id, "pinned_to": pinned})
+    return missing, details, used
+
+
+# -- preparing a proposal (outside the writer: git objects and facts) -----------------------------
+
+async def prepare(call: Call, rs: RepoState, base: str, files: list[dict], message: str, author: str):
+    d = call.daemon
+    store = d.store(rs.name)
+
+    def work():
+        if not commit_exists(store, base):
+            return None
+        base_map = d.tree_maps.get(store, base)
+        commit, new_map = build_commit(store, base, files, message, author, d.now_ms(), base_map)
+        facts = facts_of(store, d.symbols, base_map, new_map)
+        trunk_map = d.tree_maps.get(store, rs.trunk)
+        return commit, facts, base_map, trunk_map
+    return await asyncio.to_thread(work)
+
+
+def facts_json(facts) -> dict:
+    out = facts.to_json()
+    out.pop("syntax_errors", None)
+    return out
+
+
+def check_claim(value) -> dict:
+    claim = expect(value if value is not None else {}, dict, "claim")
+    unknown = set(claim) - CLAIM_KEYS
+    if unknown:
+        raise LoncaError("invalid", f"a claim has no field {', '.join(sorted(unknown))}")
+    return claim
+
+
+def decide_proposal(rs: RepoState, session: str | None, facts: dict, claim: dict, base: str, base_map, trunk_map,
+                    now: int, mismatches: list[dict]) -> tuple[dict, list[dict], list, list[str]]:
+    """(decision, details, used lease items, replaced changes) for a proposal by `session`."""
+    deny_r, esc_r, info_r = [], [], []
+    if rs.frozen:
+        deny_r.append(f"frozen:{rs.frozen}")
+    deny_r += [f"claim_mismatch:{m['field']}" for m in mismatches]
+    if base not in rs.trunks:
+        deny_r.append("unknown_base")
+    elif rs.integrations - rs.trunks[base] > rs.policy.max_behind:
+        deny_r.append("stale_trunk")
+    paths = sorted(set(facts["added_files"]) | set(facts["modified_files"]) | set(facts["deleted_files"]))
+    for p in facts["added_files"]:
+        if p in trunk_map and p not in base_map:
+            deny_r.append(f"created_since_base:{p}")
+    details, used = [], []
+    if session:
+        sc = rs.sessions[session].scope
+        deny_r += [f"scope_path:{p}" for p in paths if not scopes.path_in(sc, p)]
+        touched = facts["edits"] + facts["adds"] + facts["deletes"]
+        deny_r += [f"scope_symbol:{s}" for s in touched if not scopes.symbol_in(sc, s)]
+        for op, syms in (("edit", facts["edits"]), ("insert", facts["adds"]), ("delete", facts["deletes"]),
+                         ("rename", facts["renames"])):
+            if syms and not scopes.op_in(sc, op):
+                deny_r.append(f"scope_op:{op}")
+        if sc.get("max_files") is not None and len(paths) > sc["max_files"]:
+            deny_r.append("scope_max_files")
+        if sc.get("max_lines") is not None and facts["lines_added"] + facts["lines_removed"] > sc["max_lines"]:
+            deny_r.append("scope_max_lines")
+        missing, details, used = lease_standing(rs, session, needed(facts, rs), now)
+        deny_r += [f"lease_missing:{m['symbol']}" for m in missing]
+        if rs.policy.agent_changes == "human":
+            esc_r.append("review_required")
+    esc_r += [f"critical_path:{p}" for p in paths if rs.policy.critical(p)]
+    esc_r += [f"unread_file:{p}" for p in facts["unread_files"]]
+    for sym in facts["signature_changes"]:
+        info_r.append(f"signature_change:{sym}")
+    affected = set(facts["affected"])
+    if affected:
+        for sid, s in sorted(rs.sets.items()):
+            if s.session != session and any(covers(it["symbol"], a) or covers(a, it["symbol"])
+                                            for it, _ in rs.live_items(s, now) for a in affected):
+                info_r.append(f"affected_lease:{s.session}:{sid}")
+    replaced = []
+    if session and not deny_r:
+        ws = rs.workspace_sessions(session)
+        replaced = sorted(c.id for c in rs.changes.values() if c.session in ws and c.status["status"] == "pending")
+        info_r += [f"replaces:{c}" for c in replaced]
+    if deny_r:
+        return {"outcome": "deny", "reasons": list(dict.fromkeys(deny_r + esc_r + info_r))}, details, [], []
+    outcome = "escalate" if esc_r else "allow"
+    return {"outcome": outcome, "reasons": list(dict.fromkeys(esc_r + info_r))}, details, used, replaced
+
+
+def pins_of(used: list[tuple[str, dict]]) -> list[dict]:
+    by_set: dict[str, list] = {}
+    for sid, item in used:
+        if item not in by_set.setdefault(sid, []):
+            by_set[sid].append(item)
+    return [{"set": s, "items": items} for s, items in sorted(by_set.items())]
+
+
+@method("change.propose", "agent")
+async def propose(call: Call) -> dict:
+    p = params_of(call, {"change", "base", "files", "claim"}, {"base", "files"})
+    d, rs, me = call.daemon, call.repo_state(), call.auth.session
+    base = expect(p["base"], str, "base")
+    files = check_files(p["files"])
+    if not files:
+        raise LoncaError("invalid", "a proposal changes at least one file")
+    claim = check_claim(p.get("claim"))
+    change = p.get("change")
+    if change is not None and not is_change_id(change):
+        raise LoncaError("invalid", "change is 32 letters k-z, or null for a new change")
+    d.rate.check(rs, me, d.now_ms())
+    intent = claim.get("intent") or ""
+    prepared = await prepare(call, rs, base, files, intent or "lonca change", call.auth.agent)
+    return await d.log.append(rs.name, lambda: _decide_propose(call, rs, me, change, base, claim, prepared))
+
+
+def _decide_propose(call: Call, rs: RepoState, me: str, change: str | None, base: str, claim: dict, prepared) -> Draft:
+    d = call.daemon
+    now = d.now_ms()
+    if prepared is None:
+        commit, facts, syntax, mismatches = None, None, [], []
+        decision, details, used, replaced = {"outcome": "deny", "reasons": ["unknown_base"]}, [], [], []
+    else:
+        commit, fobj, base_map, trunk_map = prepared
+        facts, syntax = facts_json(fobj), list(fobj.syntax_errors)
+        mismatches = compare_claim(claim, fobj)
+        decision, details, used, replaced = decide_proposal(rs, me, facts, claim, base, base_map, trunk_map, now, mismatches)
+    cid = change or new_change_id()
+    if change is not None:
+        old = rs.changes.get(change)
+        if old is None or old.session not in rs.workspace_sessions(me):
+            raise LoncaError("invalid", "change names no change of this workspace; send null for a new one")
+        if old.status["status"] == "queued" or old.status["status"] == "integrated":
+            raise LoncaError("invalid", f"change {change} is {old.status['status']}; propose a new change")
+    op = {"op": "change.propose", "change": cid, "commit": commit, "base": base, "claim": claim}
+    if decision["outcome"] != "deny":
+        op["pins"] = pins_of(used)
+
+    def result(entry: dict) -> dict:
+        out = {"change": cid, "commit": commit, "facts": facts, "syntax_errors": syntax,
+               "details": [x for x in details if x["code"] != "held_by_you"], "advice": advice(details),
+               "status": {"allow": "queued", "escalate": "pending", "deny": "denied"}[decision["outcome"]]}
+        if mismatches:
+            out["claim_mismatch"] = mismatches
+        if decision["outcome"] == "allow":
+            d.queue_wake()
+        return out
+    return Draft(actor=call.auth.actor, op=op, decision=decision, facts=facts,
+                 symbols_engine=SYMBOLS_ENGINE, result=result)
+
+
+@register("change.propose")
+def _apply_propose(st: State, rs: RepoState, entry: dict, op: dict, outcome: str) -> None:
+    actor, facts = entry["actor"], entry.get("facts") or {}
+    session = actor.get("session")
+    if op.get("commit") is None:
+        return
+    paths = sorted(set(facts.get("added_files", [])) | set(facts.get("modified_files", [])) | set(facts.get("deleted_files", [])))
+    old = rs.changes.get(op["change"])
+    if old and old.id in rs.queue:
+        rs.queue.remove(old.id)
+    if old:
+        _leave_pending(rs, old.id)
+        rs.unpin(old.id)
+    status = {"allow": {"status": "queued"}, "escalate": {"status": "pending", "seq": entry["seq"]},
+              "deny": {"status": "rejected", "reasons": entry["decision"]["reasons"]}}[outcome]
+    rec = ChangeRec(id=op["change"], actor=actor, session=session, commit=op["commit"], base=op["base"],
+                    claim=op["claim"], facts=facts, status=status,
+                    provenance="human" if actor["kind"] == "human" else "unobserved",
+                    proposed_seq=entry["seq"], created_ms=old.created_ms if old else entry["time_ms"],
+                    version=old.version + 1 if old else 1, paths=paths, intent=op["claim"].get("intent") or "",
+                    checks=old.checks if old else [], versions=(old.versions if old else []) + [entry["seq"]])
+    rs.changes[rec.id] = rec
+    if outcome == "deny":
+        return
+    for reason in entry["decision"]["reasons"]:
+        if reason.startswith("replaces:"):
+            gone = rs.changes.get(reason.split(":", 1)[1])
+            if gone and gone.status["status"] == "pending":
+                gone.status = {"status": "withdrawn"}
+                _leave_pending(rs, gone.id)
+                rs.unpin(gone.id)
+        elif reason.startswith("affected_lease:"):
+            _, sess, set_id = reason.split(":", 2)
+            rs.event({"kind": "symbols_changed", "seq": entry["seq"], "change": rec.id, "from": session,
+                      "sets": [set_id], "symbols": facts.get("signature_changes", []) + [o for o, _ in facts.get("renames", [])]
+                      + facts.get("deletes", [])}, sess)
+    for pin in op.get("pins", []):
+        s = rs.sets.get(pin["set"])
+        if s:
+            rs.index.remove(s)
+            s.pinned[rec.id] = pin["items"]
+            rs.index.add(s)
+            rs.pins.setdefault(rec.id, set()).add(s.id)
+    if outcome == "allow":
+        rs.queue.append(rec.id)
+    else:
+        rs.pending[entry["seq"]] = PendingRec(seq=entry["seq"], created_ms=entry["time_ms"], actor=actor,
+                                              op="change.propose", reasons=entry["decision"]["reasons"], change=rec.id)
+
+
+def _leave_pending(rs: RepoState, change: str) -> None:
+    for seq, pr in list(rs.pending.items()):
+        if pr.change == change:
+            del rs.pending[seq]
+
+
+def leave_queue(rs: RepoState, change: str, status: dict) -> None:
+    """A change leaves the queue (integrated, conflicted, rejected, withdrawn): unpin its items."""
+    rec = rs.changes[change]
+    rec.status = status
+    if change in rs.queue:
+        rs.queue.remove(change)
+    _leave_pending(rs, change)
+    rs.unpin(change)
+
+
+@method("facts.preview", "agent")
+async def preview(call: Call) -> dict:
+    p = params_of(call, {"base", "files"}, {"base", "files"})
+    d, rs, me = call.daemon, call.repo_state(), call.auth.session
+    base = expect(p["base"], str, "base")
+    files = check_files(p["files"])
+    prepared = await prepare(call, rs, base, files, "preview", call.auth.agent)
+    if prepared is None:
+        raise LoncaError("not_found", f"no commit {base} in this repository")
+    _commit, fobj, _bm, _tm = prepared
+    facts = facts_json(fobj)
+    needs = needed(facts, rs)
+    missing, details, _used = lease_standing(rs, me, needs, d.now_ms())
+    free = {x["symbol"] for x in details if x["code"] == "free"}
+    no_lease = sorted(facts["unparsed_files"]) if rs.policy.unparsed_files == "optimistic" else []
+    return {"facts": facts, "syntax_errors": list(fobj.syntax_errors), "leases": details,
+            "acquire": [m for m in missing if m["symbol"] in free], "no_lease": no_lease, "advice": advice(details)}
+
+
+@method("change.withdraw", "agent")
+async def withdraw(call: Call) -> dict:
+    p = params_of(call, {"change"}, {"change"})
+    d, rs, me = call.daemon, call.repo_state(), call.auth.session
+    change = expect(p["change"], str, "change")
+    rec = rs.changes.get(change)
+    if rec is None:
+        raise LoncaError("not_found", f"no change {change}")
+    if change in d.verifying:
+        raise LoncaError("verifying", "its checks are running; send it again once they end, if it is still queued")
+
+    def decide() -> Draft:
+        reasons = []
+        if rec.session not in rs.workspace_sessions(me):
+            reasons.append("not_own_change")
+        elif rec.status["status"] not in ("pending", "queued"):
+            reasons.append(f"not_in_queue:{rec.status['status']}")
+        return Draft(actor=call.auth.actor, op={"op": "change.withdraw", "change": change},
+                     decision=deny(*reasons) if reasons else {"outcome": "allow", "reasons": []},
+                     result=lambda e: {"change": change})
+    return await d.log.append(rs.name, decide)
+
+
+@register("change.withdraw")
+def _apply_withdraw(st: State, rs: RepoState, entry: dict, op: dict, outcome: str) -> None:
+    if outcome == "allow" and op["change"] in rs.changes:
+        leave_queue(rs, op["change"], {"status": "withdrawn"})
+
+
+def change_json(rs: RepoState, rec: ChangeRec) -> dict:
+    runs = rs.policy.runs(rec.paths, bool(rec.facts.get("signature_changes")), rec.checks)
+    return {"change": rec.id, "actor": rec.actor, "commit": rec.commit, "base": rec.base, "claim": rec.claim,
+            "facts": rec.facts, "status": rec.status, "provenance": rec.provenance, "proposed_seq": rec.proposed_seq,
+            "created_ms": rec.created_ms, "version": rec.version, "versions": rec.versions, "checks": rec.checks,
+            "runs": runs, "integrate_seq": rec.integrate_seq, "integrate_decision": rec.integrate_decision,
+            "evidence": rec.evidence, "intent": rec.intent, "paths": rec.paths, "session": rec.session}
+
+
+@method("change.get", "read")
+async def get(call: Call) -> dict:
+    p = params_of(call, {"change"}, {"change"})
+    rs = call.repo_state()
+    rec = rs.changes.get(expect(p["change"], str, "change"))
+    if rec is None:
+        raise LoncaError("not_found", f"no change {p['change']}")
+    return change_json(rs, rec)
+
+
+@method("change.resolve", "read")
+async def resolve(call: Call) -> dict:
+    p = params_of(call, {"prefix"}, {"prefix"})
+    rs = call.repo_state()
+    prefix = expect(p["prefix"], str, "prefix")
+    if not 4 <= len(prefix) <= 32 or not all("k" <= c <= "z" for c in prefix):
+        raise LoncaError("invalid", "prefix is 4 to 32 letters k-z")
+    found = sorted(c for c in rs.changes if c.startswith(prefix))
+    if not found:
+        raise LoncaError("not_found", f"no change starts with {prefix}")
+    if len(found) > 1:
+        raise LoncaError("invalid", f"{len(found)} changes start with {prefix}: {', '.join(found[:5])}")
+    return {"change": found[0]}
+
+
+@method("change.diff", "read")
+async def diff(call: Call) -> dict:
+    p = params_of(call, {"change", "format"}, {"change"})
+    d, rs = call.daemon, call.repo_state()
+    rec = rs.changes.get(expect(p["change"], str, "change"))
+    if rec is None:
+        raise LoncaError("not_found", f"no change {p['change']}")
+    if p.get("format") not in (None, "unified"):
+        raise LoncaError("invalid", 'format is "unified"')
+    store = d.store(rs.name)
+
+    def work():
+        patch = store.diff(store.get(rec.base).tree, store.get(rec.commit).tree, context_lines=3)
+        files, text, size, truncated = [], [], 0, False
+        for pt in patch:
+            delta = pt.delta
+            path = delta.new_file.path if delta.status != pygit2.GIT_DELTA_DELETED else delta.old_file.path
+            status = {pygit2.GIT_DELTA_ADDED: "added", pygit2.GIT_DELTA_DELETED: "deleted"}.get(delta.status, "modified")
+            binary = delta.is_binary
+            _ctx, added, removed = pt.line_stats
+            f = rec.facts
+            syms = {k: [s for s in f.get(k, []) if split(s)[0] == path] for k in ("edits", "adds", "deletes", "signature_changes")}
+            files.append({"path": path, "status": status, "added": None if binary else added,
+                          "removed": None if binary else removed, "symbols": syms})
+            if not truncated:
+                chunk = pt.text or ""
+                if size + len(chunk.encode()) > DIFF_CAP:
+                    keep = []
+                    for line in chunk.splitlines(keepends=True):
+                        if size + len(line.encode()) > DIFF_CAP:
+                            break
+                        keep.append(line)
+                        size += len(line.encode())
+                    text.append("".join(keep))
+                    truncated = True
+                else:
+                    text.append(chunk)
+                    size += len(chunk.encode())
+        return {"change": rec.id, "base": rec.base, "commit": rec.commit, "format": "unified", "files": files,
+                "redacted": [], "diff": "".join(text), "truncated": truncated}
+    return await asyncio.to_thread(work)

@@ -1,0 +1,266 @@
+"""lease.acquire, lease.release, lease.renew, lease.interest: deciding them, and how their entries
+change the state. Answers that meet a holder carry `details` and `advice`."""
+import re
+import secrets
+import time as _time
+
+from lonca.protocol import LoncaError
+
+from . import scope as scopes
+from .lease_model import KINDS, Interest, LeaseSet, items_conflict
+from .log import Draft, allow
+from .methods import Call, expect, method, params_of
+from .state import RepoState, State, register
+
+NAME_RE = re.compile(r"^[A-Za-z_$][A-Za-z0-9_$]{0,127}$")
+SET_RE = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+DEFAULT_TTL_MS = 600_000
+
+
+def deny(*reasons: str) -> dict:
+    return {"outcome": "deny", "reasons": sorted(set(reasons), key=list(reasons).index)}
+
+
+def check_items(value) -> list[dict]:
+    """Lease items in the seed's shape; `invalid` for anything else (nothing is logged)."""
+    if not isinstance(value, list) or not value or len(value) > 1000:
+        raise LoncaError("invalid", "items is a non-empty list of lease items (at most 1000)")
+    out = []
+    for it in value:
+        if not isinstance(it, dict) or set(it) - {"symbol", "kind", "names"}:
+            raise LoncaError("invalid", 'a lease item is {"symbol", "kind", "names"?}')
+        sym, kind = it.get("symbol"), it.get("kind")
+        if not isinstance(sym, str) or "#" not in sym or sym.startswith("#") or sym.endswith("#") or len(sym) > 1024:
+            raise LoncaError("invalid", f"{sym!r} is not a symbol id (path#Qualified.name); take ids from facts.preview")
+        if kind not in KINDS:
+            raise LoncaError("invalid", f"a lease kind is one of {', '.join(KINDS)}")
+        item = {"symbol": sym, "kind": kind}
+        if "names" in it and it["names"] is not None:
+            item["names"] = it["names"]
+        out.append(item)
+    return out
+
+
+def item_problems(items: list[dict], rs: RepoState) -> list[str]:
+    out = []
+    for it in items:
+        if it["kind"] == "shared" and not rs.policy.shared:
+            out.append("shared_off")
+        if "names" in it:
+            if it["kind"] != "insert":
+                out.append("names_need_insert")
+            elif not isinstance(it["names"], list) or not all(isinstance(n, str) and NAME_RE.match(n) for n in it["names"]):
+                out.append("invalid_names")
+    return out
+
+
+def detail(rs: RepoState, s: LeaseSet, held: dict, code: str = "lease_held", pinned: str | None = None) -> dict:
+    rec = rs.sessions.get(s.session)
+    return {"code": code, "symbol": held["symbol"], "needed_kind": held["kind"], "holder_session": s.session,
+            "holder_agent": rec.agent if rec else None, "intent": s.intent,
+            "expires_ms": None if pinned else s.expires_ms, "set": s.id, "pinned_to": pinned}
+
+
+def advice(details: list[dict]) -> str | None:
+    held = [d for d in details if d["holder_session"]]
+    if not held:
+        return None
+    parts = []
+    for d in held[:5]:
+        until = "until its change leaves the queue" if d["pinned_to"] else (
+            f"until {_time.strftime('%H:%M:%S', _time.gmtime(d['expires_ms'] / 1000))} UTC" if d["expires_ms"] else "")
+        parts.append(f"{d['symbol']} is {'wanted' if d['code'] == 'lease_wanted' else 'held'} by {d['holder_agent']} "
+                     f"(session {d['holder_session']}) for \"{d['intent']}\" {until}".rstrip())
+    return "; ".join(parts) + ". Settle it with negotiate, or wait for it with lease.interest."
+
+
+def conflicts(rs: RepoState, session: str, items: list[dict], now: int) -> tuple[list[str], list[dict]]:
+    """Reasons and details for what stands between `session` and `items`: holders, waiting
+    interests in their block window, and reservations."""
+    reasons, details, seen = [], [], set()
+    for s, held, want, pinned in rs.holders(items, session, now):
+        reasons.append(f"lease_held:{want['symbol']}:{s.session}:{s.intent}")
+        if (s.id, held["symbol"]) not in seen:
+            seen.add((s.id, held["symbol"]))
+            details.append(detail(rs, s, held, pinned=pinned))
+    for it in rs.interests:
+        if it.session != session and now < it.blocks_until_ms and any(items_conflict(a, b) for a in it.items for b in items):
+            reasons.append(f"lease_wanted:{it.session}")
+            rec = rs.sessions.get(it.session)
+            details.append({"code": "lease_wanted", "symbol": it.items[0]["symbol"], "needed_kind": it.items[0]["kind"],
+                            "holder_session": it.session, "holder_agent": rec.agent if rec else None,
+                            "intent": it.intent, "expires_ms": it.blocks_until_ms, "set": None, "pinned_to": None})
+    for r in rs.reservations:
+        if r.session != session and now < r.until_ms and any(items_conflict(a, b) for a in r.items for b in items):
+            reasons.append(f"lease_reserved:{r.session}")
+            rec = rs.sessions.get(r.session)
+            details.append({"code": "lease_reserved", "symbol": r.items[0]["symbol"], "needed_kind": r.items[0]["kind"],
+                            "holder_session": r.session, "holder_agent": rec.agent if rec else None,
+                            "intent": r.intent, "expires_ms": r.until_ms, "set": None, "pinned_to": None})
+    return list(dict.fromkeys(reasons)), details
+
+
+def _ttl(value, rs: RepoState) -> int:
+    ttl = expect(value, int, "ttl_ms", nullable=True)
+    ttl = DEFAULT_TTL_MS if ttl is None else ttl
+    if ttl < 1:
+        raise LoncaError("invalid", "ttl_ms is positive")
+    return min(ttl, rs.policy.max_ttl_ms)
+
+
+@method("lease.acquire", "agent")
+async def acquire(call: Call) -> dict:
+    p = params_of(call, {"set", "items", "intent", "ttl_ms"}, {"items"})
+    d, rs, me = call.daemon, call.repo_state(), call.auth.session
+    items = check_items(p["items"])
+    intent = expect(p.get("intent", ""), str, "intent", nullable=True) or ""
+    set_id = expect(p.get("set"), str, "set", nullable=True) or f"ls-{secrets.token_hex(8)}"
+    if not SET_RE.match(set_id):
+        raise LoncaError("invalid", "a lease set id is letters, digits, '.', '_' and '-', at most 64")
+    ttl = _ttl(p.get("ttl_ms"), rs)
+    d.rate.check(rs, me, d.now_ms())
+
+    def decide() -> Draft:
+        now = d.now_ms()
+        op = {"op": "lease.acquire", "set": set_id, "items": items, "intent": intent, "ttl_ms": ttl}
+        reasons = item_problems(items, rs)
+        if not intent.strip():
+            reasons.append("intent_required")
+        reasons += scopes.item_reasons(rs.sessions[me].scope, items)
+        existing = rs.sets.get(set_id)
+        if existing and existing.session != me:
+            reasons.append("invalid_lease_set")
+        if not existing and len(rs.sets_by_session.get(me, ())) >= rs.policy.lease_hold_limit_sets:
+            reasons.append("lease_hold_limit")
+        held, details = conflicts(rs, me, items, now)
+        reasons += held
+        decision = deny(*reasons) if reasons else allow()
+
+        def result(entry: dict) -> dict:
+            ok = decision["outcome"] == "allow"
+            return {"set": set_id if ok else None, "details": details, "advice": advice(details),
+                    "expires_ms": entry["time_ms"] + ttl if ok else None}
+        return Draft(actor=call.auth.actor, op=op, decision=decision, result=result)
+
+    return await d.log.append(rs.name, decide)
+
+
+@register("lease.acquire")
+def _apply_acquire(st: State, rs: RepoState, entry: dict, op: dict, outcome: str) -> None:
+    t, me = entry["time_ms"], entry["actor"]["session"]
+    if outcome != "allow":
+        for s, _held, _want, _pinned in rs.holders(op["items"], me, t):
+            s.wanted_ms = t  # someone waits: renewing past max_hold is refused from now on
+        return
+    existing = rs.sets.get(op["set"])
+    if existing:
+        rs.index.remove(existing)
+        existing.items = existing.items + [i for i in op["items"] if i not in existing.items]
+        existing.expires_ms = t + op["ttl_ms"]
+        rs.index.add(existing)
+        rs.add_set(existing)
+    else:
+        rs.add_set(LeaseSet(id=op["set"], session=me, owner=me, items=op["items"], intent=op["intent"],
+                            acquired_ms=t, expires_ms=t + op["ttl_ms"]))
+    got = op["items"]
+    rs.reservations = [r for r in rs.reservations if not (r.session == me and any(items_conflict(a, b) for a in r.items for b in got))]
+    rs.interests = [i for i in rs.interests if not (i.session == me and any(items_conflict(a, b) for a in i.items for b in got))]
+
+
+def _own_set(rs: RepoState, me: str, set_id: str, now: int) -> tuple[LeaseSet | None, list[str]]:
+    s = rs.sets.get(set_id)
+    if s is None:
+        return None, ["unknown_lease_set"]
+    if s.session != me:
+        return s, ["not_own_lease"]
+    return s, []
+
+
+@method("lease.release", "agent")
+async def release(call: Call) -> dict:
+    p = params_of(call, {"set"}, {"set"})
+    d, rs, me = call.daemon, call.repo_state(), call.auth.session
+    set_id = expect(p["set"], str, "set")
+    d.rate.check(rs, me, d.now_ms())
+
+    def decide() -> Draft:
+        _, reasons = _own_set(rs, me, set_id, d.now_ms())
+        return Draft(actor=call.auth.actor, op={"op": "lease.release", "set": set_id},
+                     decision=deny(*reasons) if reasons else allow(),
+                     result=lambda e: {"set": set_id, "details": [], "advice": None})
+    return await d.log.append(rs.name, decide)
+
+
+@register("lease.release")
+def _apply_release(st: State, rs: RepoState, entry: dict, op: dict, outcome: str) -> None:
+    s = rs.sets.get(op["set"])
+    if outcome == "allow" and s:
+        if s.session != s.owner and s.owner in rs.sessions and rs.sessions[s.owner].active(entry["time_ms"]):
+            rs.move_set(s, s.owner)
+        else:
+            rs.drop_set(s)
+
+
+@method("lease.renew", "agent")
+async def renew(call: Call) -> dict:
+    p = params_of(call, {"set", "ttl_ms"}, {"set"})
+    d, rs, me = call.daemon, call.repo_state(), call.auth.session
+    set_id = expect(p["set"], str, "set")
+    ttl = _ttl(p.get("ttl_ms"), rs)
+    d.rate.check(rs, me, d.now_ms())
+
+    def decide() -> Draft:
+        now = d.now_ms()
+        s, reasons = _own_set(rs, me, set_id, now)
+        if s and not reasons:
+            if not s.items or not rs.set_live(s, now):
+                reasons.append("lease_expired")
+            elif (now - s.acquired_ms >= rs.policy.max_hold_ms and s.wanted_ms is not None
+                  and now - s.wanted_ms < rs.policy.max_ttl_ms):
+                reasons.append("lease_hold_limit")
+        return Draft(actor=call.auth.actor, op={"op": "lease.renew", "set": set_id, "ttl_ms": ttl},
+                     decision=deny(*reasons) if reasons else allow(),
+                     result=lambda e: {"set": set_id, "details": [], "advice": None,
+                                       "expires_ms": e["time_ms"] + ttl if not reasons else None})
+    return await d.log.append(rs.name, decide)
+
+
+@register("lease.renew")
+def _apply_renew(st: State, rs: RepoState, entry: dict, op: dict, outcome: str) -> None:
+    s = rs.sets.get(op["set"])
+    if outcome == "allow" and s:
+        s.expires_ms = entry["time_ms"] + op["ttl_ms"]
+        rs.add_set(s)
+
+
+@method("lease.interest", "agent")
+async def interest(call: Call) -> dict:
+    p = params_of(call, {"items", "intent"}, {"items"})
+    d, rs, me = call.daemon, call.repo_state(), call.auth.session
+    items = check_items(p["items"])
+    intent = expect(p.get("intent", ""), str, "intent", nullable=True) or ""
+    d.rate.check(rs, me, d.now_ms())
+
+    def decide() -> Draft:
+        now = d.now_ms()
+        reasons = item_problems(items, rs)
+        if not intent.strip():
+            reasons.append("intent_required")
+        held, details = conflicts(rs, me, items, now)
+        if not held:
+            reasons.append("lease_free")
+        if any(i.session == me and i.items == items for i in rs.interests):
+            reasons.append("interest_exists")
+        op = {"op": "lease.interest", "items": items, "intent": intent}
+        return Draft(actor=call.auth.actor, op=op, decision=deny(*reasons) if reasons else allow(),
+                     result=lambda e: {"set": None, "details": details, "advice": advice(details),
+                                       "blocks_until_ms": e["time_ms"] + rs.policy.interest_block_ms if not reasons else None})
+    return await d.log.append(rs.name, decide)
+
+
+@register("lease.interest")
+def _apply_interest(st: State, rs: RepoState, entry: dict, op: dict, outcome: str) -> None:
+    if outcome == "allow":
+        t = entry["time_ms"]
+        rs.interests.append(Interest(session=entry["actor"]["session"], items=op["items"], intent=op["intent"],
+                                     created_ms=t, blocks_until_ms=t + rs.policy.interest_block_ms, seq=entry["seq"]))

@@ -1,0 +1,136 @@
+"""Lease sets, interests and reservations, and when two lease items conflict.
+
+Containment (seed 001, "lease item"): `path#Type` covers `path#Type.m`, `path#Type.<def>`,
+`path#Type(key)` and `path#Type~2`; `path#<file>` covers every symbol of the file. Two inserts into
+one container conflict only when their names meet; shared items never conflict with each other."""
+from dataclasses import dataclass, field
+
+FILE = "<file>"
+KINDS = ("edit", "insert", "rename", "shared")
+_SUFFIX_STARTS = (".", "(", "[", "~")
+
+
+def split(symbol: str) -> tuple[str, str]:
+    path, _, qual = symbol.partition("#")
+    return path, qual
+
+
+def qual_covers(a: str, b: str) -> bool:
+    """Whether qualified name a covers b (same file)."""
+    return a == FILE or a == b or (b.startswith(a) and b[len(a)] in _SUFFIX_STARTS)
+
+
+def covers(a: str, b: str) -> bool:
+    pa, qa = split(a)
+    pb, qb = split(b)
+    return pa == pb and qual_covers(qa, qb)
+
+
+def parent_of(symbol: str) -> str:
+    """The container of a symbol: `p#A.B.c` -> `p#A.B`, `p#f` -> `p#<file>` (keys kept whole)."""
+    path, qual = split(symbol)
+    depth, cut = 0, -1
+    for i, ch in enumerate(qual):
+        if ch in "([":
+            depth += 1
+        elif ch in ")]":
+            depth -= 1
+        elif ch == "." and depth == 0:
+            cut = i
+    return f"{path}#{qual[:cut]}" if cut > 0 else f"{path}#{FILE}"
+
+
+def bare_name(symbol: str) -> str:
+    _, qual = split(symbol)
+    parent = split(parent_of(symbol))[1]
+    rest = qual[len(parent) + 1:] if parent != FILE else qual
+    for ch in "([~":
+        rest = rest.split(ch, 1)[0]
+    return rest
+
+
+def items_conflict(x: dict, y: dict) -> bool:
+    """Whether items of two different sessions conflict."""
+    if x["kind"] == "shared" and y["kind"] == "shared":
+        return False
+    sx, sy = x["symbol"], y["symbol"]
+    if x["kind"] == "insert" and y["kind"] == "insert":
+        if sx != sy:
+            return covers(sx, sy) or covers(sy, sx)
+        return bool(set(x.get("names") or ()) & set(y.get("names") or ()))
+    for ins, other in ((x, y), (y, x)):
+        if ins["kind"] == "insert" and other["kind"] != "insert":
+            c, so = ins["symbol"], other["symbol"]
+            if covers(so, c):
+                return True  # editing the whole container while someone adds to it
+            return any(covers(f"{c}.{n}" if split(c)[1] != FILE else f"{split(c)[0]}#{n}", so)
+                       or covers(so, f"{c}.{n}") for n in ins.get("names") or ())
+    return covers(sx, sy) or covers(sy, sx)
+
+
+@dataclass
+class LeaseSet:
+    id: str
+    session: str  # who holds it now (a child, while lent)
+    owner: str  # who acquired it (gets it back from a child)
+    items: list[dict]
+    intent: str
+    acquired_ms: int
+    expires_ms: int
+    wanted_ms: int | None = None  # last time another session's acquire was denied by it
+    pinned: dict[str, list[dict]] = field(default_factory=dict)  # change id -> items
+
+    def to_json(self, live: bool) -> dict:
+        return {"set": self.id, "session": self.session, "items": self.items if live else [],
+                "intent": self.intent, "expires_ms": self.expires_ms,
+                "pinned": [{"change": c, "items": it} for c, it in sorted(self.pinned.items())]}
+
+
+@dataclass
+class Interest:
+    session: str
+    items: list[dict]
+    intent: str
+    created_ms: int
+    blocks_until_ms: int
+    seq: int
+
+    def to_json(self) -> dict:
+        return {"session": self.session, "items": self.items, "intent": self.intent,
+                "created_ms": self.created_ms, "blocks_until_ms": self.blocks_until_ms, "seq": self.seq}
+
+
+@dataclass
+class Reservation:
+    session: str
+    items: list[dict]
+    until_ms: int
+    intent: str
+
+    def to_json(self) -> dict:
+        return {"session": self.session, "items": self.items, "until_ms": self.until_ms}
+
+
+class LeaseIndex:
+    """Lease sets by the paths their items name, so a conflict check looks only at its paths."""
+
+    def __init__(self):
+        self.by_path: dict[str, set[str]] = {}
+
+    def add(self, s: LeaseSet) -> None:
+        for item in s.items + [i for its in s.pinned.values() for i in its]:
+            self.by_path.setdefault(split(item["symbol"])[0], set()).add(s.id)
+
+    def remove(self, s: LeaseSet) -> None:
+        for item in s.items + [i for its in s.pinned.values() for i in its]:
+            ids = self.by_path.get(split(item["symbol"])[0])
+            if ids:
+                ids.discard(s.id)
+                if not ids:
+                    del self.by_path[split(item["symbol"])[0]]
+
+    def candidates(self, items: list[dict]) -> set[str]:
+        out: set[str] = set()
+        for item in items:
+            out |= self.by_path.get(split(item["symbol"])[0], set())
+        return out

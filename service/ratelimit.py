@@ -1,0 +1,28 @@
+"""[sessions] ops_per_minute: a session and those made from it share one budget. Kept in memory,
+never logged (a refused request writes nothing)."""
+from collections import deque
+
+from lonca.protocol import LoncaError
+
+from .state import RepoState
+
+
+class RateLimiter:
+    def __init__(self):
+        self._seen: dict[tuple[str, str], deque] = {}
+
+    def root(self, rs: RepoState, session: str) -> str:
+        rec = rs.sessions.get(session)
+        while rec and rec.parent and rec.parent in rs.sessions:
+            rec = rs.sessions[rec.parent]
+        return rec.id if rec else session
+
+    def check(self, rs: RepoState, session: str, now_ms: int) -> None:
+        limit = rs.policy.ops_per_minute
+        q = self._seen.setdefault((rs.name, self.root(rs, session)), deque())
+        while q and q[0] <= now_ms - 60_000:
+            q.popleft()
+        if limit and len(q) >= limit:
+            wait_s = max(1, (q[0] + 60_000 - now_ms + 999) // 1000)
+            raise LoncaError("rate_limited", f"past [sessions] ops_per_minute ({limit}); try again in {wait_s} s")
+        q.append(now_ms)

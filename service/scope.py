@@ -1,0 +1,50 @@
+"""A session's scope: which paths, symbols and kinds of operation it may touch."""
+import fnmatch
+
+from .lease_model import covers, split
+
+
+def path_in(scope: dict, path: str) -> bool:
+    return any(fnmatch.fnmatchcase(path, g) or (g.endswith("/**") and path.startswith(g[:-2])) for g in scope.get("paths") or ["**"])
+
+
+def symbol_in(scope: dict, symbol: str) -> bool:
+    syms = scope.get("symbols")
+    return syms is None or any(covers(s, symbol) for s in syms)
+
+
+def op_in(scope: dict, op: str) -> bool:
+    ops = scope.get("ops") or []
+    return not ops or op in ops
+
+
+def item_reasons(scope: dict, items: list[dict]) -> list[str]:
+    out = []
+    for it in items:
+        path = split(it["symbol"])[0]
+        if not path_in(scope, path):
+            out.append(f"scope_path:{path}")
+        elif not symbol_in(scope, it["symbol"]):
+            out.append(f"scope_symbol:{it['symbol']}")
+        if not op_in(scope, it["kind"]):
+            out.append(f"scope_op:{it['kind']}")
+    return sorted(set(out))
+
+
+def narrower(child: dict, parent: dict) -> list[str]:
+    """What a child scope would widen (scope_widening:<what>), empty when it is within the parent."""
+    out = []
+    if not all(any(fnmatch.fnmatchcase(c.replace("**", "x/x").replace("*", "x"), p) or c == p for p in parent.get("paths") or ["**"])
+               for c in child.get("paths") or ["**"]):
+        out.append("paths")
+    if parent.get("symbols") is not None and (child.get("symbols") is None or
+                                              not all(symbol_in(parent, s) for s in child["symbols"])):
+        out.append("symbols")
+    if parent.get("ops") and (not child.get("ops") or set(child["ops"]) - set(parent["ops"])):
+        out.append("ops")
+    for n in ("max_files", "max_lines"):
+        if parent.get(n) is not None and (child.get(n) is None or child[n] > parent[n]):
+            out.append(n)
+    if set(child.get("scratch") or []) - set(parent.get("scratch") or []):
+        out.append("scratch")
+    return out

@@ -1,0 +1,274 @@
+"""Leases and proposals over the real socket: who may hold what, and what a proposal needs."""
+import time
+
+import pytest
+
+from helpers import acquire, human_key, init_repo, login, propose, start_session
+from lonca.protocol import LoncaError
+
+APP = "def charge(amount):\n    return amount * 2\n\n\nclass Client:\n    def pay(self):\n        return charge(1)\n"
+
+
+@pytest.fixture(params=["sqlite"])
+def database_url(request):
+    return None
+
+
+@pytest.fixture
+def env(worker, source_repo, monkeypatch):
+    monkeypatch.setenv("LONCA_HUMANS", worker.env["LONCA_HUMANS"])
+    key = human_key("alice")
+    c = worker.client().connect()
+    init_repo(c, key, "demo", import_from=str(source_repo))
+    htoken = login(c, key)
+
+    class Env:
+        client, human, token, w = c, key, htoken, worker
+
+        def agent(self, name="agent", **extra):
+            return start_session(c, key, htoken, agent=name, **extra)
+
+        def status(self):
+            return c.call("status", repo="demo", token=htoken)
+
+        @property
+        def trunk(self):
+            return self.status()["trunk"]
+
+        def submit(self, op):
+            return c.call("human.submit", {"op": op, "sig": key.sign_op("demo", op)}, repo="demo", token=htoken)
+    yield Env()
+    c.close()
+
+
+def test_two_agents_different_functions_in_one_file(env):
+    a, b = env.agent("a")["token"], env.agent("b")["token"]
+    c = env.client
+    ra = acquire(c, a, "app.py#charge", intent="double the fee")
+    rb = acquire(c, b, "app.py#Client.pay", intent="pay twice")
+    assert ra["decision"]["outcome"] == "allow" and rb["decision"]["outcome"] == "allow"
+    assert ra["set"] and ra["details"] == [] and ra["advice"] is None
+    base = env.trunk
+    pa = propose(c, a, base, {"app.py": APP.replace("amount * 2", "amount * 3")})
+    pb = propose(c, b, base, {"app.py": APP.replace("return charge(1)", "return charge(2)")})
+    assert pa["decision"] == {"outcome": "allow", "reasons": []} and pa["status"] == "queued"
+    assert pb["decision"]["outcome"] == "allow", pb["decision"]
+    assert pa["facts"]["edits"] == ["app.py#charge"] and pb["facts"]["edits"] == ["app.py#Client.pay"]
+    st = env.status()
+    assert st["queue"] == [pa["change"], pb["change"]]
+    pinned = {l["set"]: l["pinned"] for l in st["leases"]}
+    assert pinned[ra["set"]] == [{"change": pa["change"], "items": [{"symbol": "app.py#charge", "kind": "edit"}]}]
+
+
+def test_same_function_is_held(env):
+    a_s, b = env.agent("alpha"), env.agent("beta")["token"]
+    acquire(env.client, a_s["token"], "app.py#charge", intent="rework fees")
+    res = acquire(env.client, b, "app.py#charge", intent="me too")
+    assert res["decision"]["outcome"] == "deny" and res["set"] is None
+    assert res["decision"]["reasons"] == [f"lease_held:app.py#charge:{a_s['session']}:rework fees"]
+    d = res["details"][0]
+    assert (d["code"], d["holder_session"], d["holder_agent"], d["intent"]) == ("lease_held", a_s["session"], "alpha", "rework fees")
+    assert "alpha" in res["advice"] and "negotiate" in res["advice"]
+    # containment: the class covers its methods; the file covers everything in it
+    assert acquire(env.client, b, "app.py#Client", intent="x")["decision"]["outcome"] == "allow"
+    assert acquire(env.client, a_s["token"], "app.py#Client.pay", intent="y")["decision"]["outcome"] == "deny"
+    assert acquire(env.client, a_s["token"], "app.py#<file>", intent="y")["decision"]["outcome"] == "deny"
+
+
+def test_blank_intent_and_bad_items(env):
+    a = env.agent()["token"]
+    res = acquire(env.client, a, "app.py#charge", intent="  ")
+    assert res["decision"] == {"outcome": "deny", "reasons": ["intent_required"]}
+    res = acquire(env.client, a, {"symbol": "app.py#charge", "kind": "edit", "names": ["x"]})
+    assert "names_need_insert" in res["decision"]["reasons"]
+    res = acquire(env.client, a, {"symbol": "app.py#Client", "kind": "insert", "names": ["not a name"]})
+    assert "invalid_names" in res["decision"]["reasons"]
+    res = acquire(env.client, a, {"symbol": "app.py#charge", "kind": "shared"})
+    assert "shared_off" in res["decision"]["reasons"]
+    with pytest.raises(LoncaError) as e:
+        acquire(env.client, a, {"symbol": "no-hash", "kind": "edit"})
+    assert e.value.code == "invalid"
+
+
+def test_insert_names(env):
+    a, b = env.agent("a")["token"], env.agent("b")["token"]
+    c = env.client
+    ins = lambda names: {"symbol": "app.py#Client", "kind": "insert", "names": names}
+    assert acquire(c, a, ins(["refund"]))["decision"]["outcome"] == "allow"
+    assert acquire(c, b, ins(["void"]))["decision"]["outcome"] == "allow"  # names do not meet
+    clash = acquire(c, b, ins(["refund", "other"]))
+    assert clash["decision"]["outcome"] == "deny" and clash["details"][0]["code"] == "lease_held"
+    base = env.trunk
+    added = APP + "\n    def refund(self):\n        return 0\n"
+    assert propose(c, a, base, {"app.py": added})["decision"]["outcome"] == "allow"
+    wrong = APP + "\n    def chargeback(self):\n        return 0\n"  # a name the insert did not reserve
+    res = propose(c, b, base, {"app.py": wrong})
+    assert res["decision"]["outcome"] == "deny" and "lease_missing:app.py#Client" in res["decision"]["reasons"]
+
+
+def test_rename_lease_covers_the_rename(env):
+    a = env.agent()["token"]
+    c = env.client
+    assert acquire(c, a, {"symbol": "lib/util.py#helper", "kind": "rename"})["decision"]["outcome"] == "allow"
+    res = propose(c, a, env.trunk, {"lib/util.py": "def assist():\n    return 42\n"})
+    assert res["facts"]["renames"] == [["lib/util.py#helper", "lib/util.py#assist"]]
+    assert res["decision"]["outcome"] == "allow", res["decision"]
+
+
+def test_propose_without_a_lease(env):
+    a = env.agent()["token"]
+    b_s = env.agent("holder")
+    acquire(env.client, b_s["token"], "app.py#Client.pay", intent="busy")
+    res = propose(env.client, a, env.trunk, {"app.py": APP.replace("amount * 2", "amount * 5").replace("charge(1)", "charge(3)")})
+    assert res["decision"]["outcome"] == "deny" and res["status"] == "denied"
+    assert set(res["decision"]["reasons"]) == {"lease_missing:app.py#charge", "lease_missing:app.py#Client.pay"}
+    held = [d for d in res["details"] if d["code"] == "lease_held"]
+    assert held[0]["holder_session"] == b_s["session"] and held[0]["intent"] == "busy"
+
+
+def test_claim_mismatch(env):
+    a = env.agent()["token"]
+    acquire(env.client, a, "app.py#<file>")
+    claim = {"intent": "x", "edits": ["app.py#Client.pay"]}
+    res = propose(env.client, a, env.trunk, {"app.py": APP.replace("amount * 2", "amount * 4")}, claim=claim)
+    assert res["decision"]["outcome"] == "deny" and "claim_mismatch:edits" in res["decision"]["reasons"]
+    assert res["claim_mismatch"][0] == {"field": "edits", "claimed": ["app.py#Client.pay"], "facts": ["app.py#charge"]}
+
+
+def test_scope_violations(env):
+    scope = {"paths": ["lib/**"], "symbols": None, "ops": ["edit"], "max_files": 1, "max_lines": 2, "scratch": []}
+    a = env.agent(scope=scope)["token"]
+    c = env.client
+    res = acquire(c, a, "app.py#charge")
+    assert res["decision"]["reasons"] == ["scope_path:app.py"]
+    acquire(c, a, "lib/util.py#<file>")
+    res = propose(c, a, env.trunk, {"lib/util.py": "def helper():\n    x = 1\n    y = 2\n    return x + y\n",
+                                      "lib/new.py": "def more():\n    return 1\n"})
+    reasons = set(res["decision"]["reasons"])
+    assert {"scope_max_files", "scope_max_lines", "scope_op:insert"} <= reasons
+
+
+def test_interest_becomes_a_reservation(env):
+    holder, waiter, third = env.agent("h"), env.agent("w"), env.agent("t")
+    c = env.client
+    got = acquire(c, holder["token"], "app.py#charge", intent="long job")
+    item = [{"symbol": "app.py#charge", "kind": "edit"}]
+    free = c.call("lease.interest", {"items": [{"symbol": "lib/util.py#helper", "kind": "edit"}], "intent": "later"}, token=waiter["token"])
+    assert free["decision"]["reasons"] == ["lease_free"]
+    res = c.call("lease.interest", {"items": item, "intent": "need it next"}, token=waiter["token"])
+    assert res["decision"]["outcome"] == "allow" and res["details"][0]["holder_session"] == holder["session"]
+    st = env.status()
+    assert st["interests"][0]["session"] == waiter["session"] and st["interests"][0]["blocks_until_ms"] > st["now_ms"]
+    c.call("lease.release", {"set": got["set"]}, token=holder["token"])
+    st = env.status()
+    assert st["reservations"][0]["session"] == waiter["session"] and not st["interests"]
+    res = acquire(c, third["token"], "app.py#charge")
+    assert res["decision"]["reasons"] == [f"lease_reserved:{waiter['session']}"]
+    evs = c.call("events", {"from": 1}, token=waiter["token"])["events"]
+    assert any(e["kind"] == "reserved" for e in evs)
+    inbox = c.call("inbox", token=waiter["token"])
+    assert inbox["events"][0]["kind"] == "reserved" and "acquire" in inbox["text"]
+    assert c.call("inbox", token=waiter["token"])["events"] == []  # told once
+    assert acquire(c, waiter["token"], "app.py#charge")["decision"]["outcome"] == "allow"
+    assert env.status()["reservations"] == []
+
+
+def test_expiry_by_ttl_and_by_missed_heartbeats(env):
+    cfg = '[leases]\ntimeout_ms = 600\n'
+    prep = env.client.call("human.prepare_policy", {"config": cfg}, repo="demo", token=env.token)
+    env.submit(prep["op"])
+    a, b = env.agent("a")["token"], env.agent("b")["token"]
+    c = env.client
+    acquire(c, a, "app.py#charge", ttl_ms=300)
+    assert acquire(c, b, "app.py#charge")["decision"]["outcome"] == "deny"
+    time.sleep(0.4)
+    got = acquire(c, b, "app.py#charge")  # the TTL ran out
+    assert got["decision"]["outcome"] == "allow"
+    assert all(l["session"] != a for l in env.status()["leases"])
+    hb = c.call("session.heartbeat", token=b)
+    assert hb["timeout_ms"] == 600 and hb["leases"][0]["set"] == got["set"]
+    assert acquire(c, a, "app.py#charge")["decision"]["outcome"] == "deny"
+    time.sleep(0.8)  # b misses its heartbeat: its leases are free
+    assert acquire(c, a, "app.py#charge")["decision"]["outcome"] == "allow"
+
+
+def test_critical_path_escalates_then_approve_or_reject(env):
+    a_s = env.agent()
+    a = a_s["token"]
+    c = env.client
+    acquire(c, a, "lonca.toml#<file>", "app.py#charge")
+    res = propose(c, a, env.trunk, {"lonca.toml": "[leases]\nshared = true\n"})
+    assert res["decision"] == {"outcome": "escalate", "reasons": ["critical_path:lonca.toml"]} and res["status"] == "pending"
+    pending = env.status()["pending"]
+    assert pending[0]["change"] == res["change"] and pending[0]["agent"] == "agent" and pending[0]["paths"] == ["lonca.toml"]
+    # a second proposal of the workspace replaces the one waiting
+    res2 = propose(c, a, env.trunk, {"lonca.toml": "[leases]\nshared = false\n"})
+    assert f"replaces:{res['change']}" in res2["decision"]["reasons"]
+    assert c.call("change.get", {"change": res["change"]}, token=a)["status"] == {"status": "withdrawn"}
+    seq = env.status()["pending"][0]["seq"]
+    ok = env.submit({"op": "approve", "target_seq": seq, "note": "fine"})
+    assert ok["decision"]["outcome"] == "allow" and ok["change"] == res2["change"]
+    got = c.call("change.get", {"change": res2["change"]}, token=a)
+    assert got["status"] == {"status": "queued"} and got["provenance"] == "reviewed"
+    assert any(e["kind"] == "approved" for e in c.call("events", {"from": 1}, token=a)["events"])
+    res3 = propose(c, a, env.trunk, {"lonca.toml": "[leases]\nmax_hold_minutes = 5\n"})
+    seq3 = next(p["seq"] for p in env.status()["pending"] if p["change"] == res3["change"])
+    env.submit({"op": "reject", "target_seq": seq3, "reason": "not now"})
+    got = c.call("change.get", {"change": res3["change"]}, token=a)
+    assert got["status"] == {"status": "rejected", "reasons": ["rejected: not now"]}
+    assert env.submit({"op": "approve", "target_seq": seq3, "note": None})["decision"]["reasons"] == ["not_pending"]
+
+
+def test_negotiate_yield_and_attenuate(env):
+    a_s, b_s = env.agent("a"), env.agent("b")
+    c = env.client
+    got = acquire(c, a_s["token"], "app.py#charge")
+    msg = {"type": "yield", "set": got["set"], "to": b_s["session"]}
+    res = c.call("negotiate", {"thread": "t1", "to_session": b_s["session"], "message": msg}, token=a_s["token"])
+    assert res["decision"]["outcome"] == "allow"
+    kinds = [e["kind"] for e in c.call("events", {"from": 1}, token=b_s["token"])["events"]]
+    assert "message" in kinds and "lease_received" in kinds
+    assert next(l for l in env.status()["leases"] if l["set"] == got["set"])["session"] == b_s["session"]
+    narrow = {"paths": ["app.py"], "symbols": None, "ops": [], "max_files": None, "max_lines": None, "scratch": []}
+    child = c.call("cap.attenuate", {"agent": "helper", "scope": narrow, "expires_ms": int(time.time() * 1000) + 60_000,
+                                     "leases": [got["set"]]}, token=b_s["token"])
+    assert child["decision"]["outcome"] == "allow" and child["token"].startswith("lonca_")
+    assert c.call("whoami", token=child["token"])["session"]["parent"] == b_s["session"]
+    assert next(l for l in env.status()["leases"] if l["set"] == got["set"])["session"] == child["session"]
+    wide = {**narrow, "paths": ["**"]}
+    res = c.call("cap.attenuate", {"agent": "x", "scope": wide, "expires_ms": int(time.time() * 1000) + 30_000},
+                 token=child["token"])
+    assert res["decision"]["reasons"] == ["scope_widening:paths"]
+    c.call("session.end", token=child["token"])  # the lent set goes back
+    assert next(l for l in env.status()["leases"] if l["set"] == got["set"])["session"] == b_s["session"]
+
+
+def test_change_readers(env):
+    a = env.agent()["token"]
+    c = env.client
+    acquire(c, a, "app.py#charge")
+    res = propose(c, a, env.trunk, {"app.py": APP.replace("amount * 2", "amount * 7")})
+    cid = res["change"]
+    assert c.call("change.resolve", {"prefix": cid[:8]}, token=a) == {"change": cid}
+    diff = c.call("change.diff", {"change": cid}, repo="demo", token=env.token)
+    assert diff["files"] == [{"path": "app.py", "status": "modified", "added": 1, "removed": 1,
+                              "symbols": {"edits": ["app.py#charge"], "adds": [], "deletes": [], "signature_changes": []}}]
+    assert "-    return amount * 2\n+    return amount * 7" in diff["diff"] and not diff["truncated"]
+    got = c.call("change.get", {"change": cid}, token=a)
+    assert got["facts"]["lines_added"] == 1 and got["version"] == 1 and got["evidence"] == []
+    with pytest.raises(LoncaError) as e:
+        c.call("change.get", {"change": "k" * 32}, token=a)
+    assert e.value.code == "not_found"
+    w = c.call("change.withdraw", {"change": cid}, token=a)
+    assert w["decision"]["outcome"] == "allow" and env.status()["queue"] == []
+
+
+def test_replay_gives_the_same_leases(env):
+    a = env.agent()["token"]
+    acquire(env.client, a, "app.py#charge")
+    before = env.status()
+    env.w.stop()
+    env.w.start()
+    c = env.w.client().connect()
+    after = c.call("status", repo="demo", token=env.token)
+    assert after["leases"] == before["leases"] and after["sessions"] == before["sessions"]
