@@ -11,3 +11,9 @@ if __name__ == "queue":
     _sys.modules["queue"] = _std
     _spec.loader.exec_module(_std)
     globals().update({k: v for k, v in vars(_std).items() if not k.startswith("__")})
+
+# Below, the library itself, only under its own name.
+if __name__ != "queue":
+    from .merge import Integration, MergeResult, integrate, merge_trees
+
+    __all__ = ["Integration", "MergeResult", "integrate", "merge_trees"]

@@ -1,0 +1,257 @@
+"""Three-way merges of trees in memory, with pygit2, and integration commits.
+
+Two paths give the same answer:
+- quick: the change's own edits (a libgit2 tree diff, which skips equal subtrees) touch only
+  paths trunk left as they were in the base, so they are applied to trunk's tree directly. This
+  is the common case in a queue and costs a few tree writes;
+- full: libgit2's `merge_trees` (rename detection included), then every file it leaves in
+  conflict is merged by symbols (symbol_merge.py). A file that either side cannot parse keeps
+  the line merge's answer, a conflict.
+
+Nothing here touches a ref: the worker moves trunk itself once the integration is logged.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pygit2
+from pygit2.enums import FileMode
+
+from lonca.symbols import SymbolCache, symbol_table
+
+from .symbol_merge import FileMerge, SymbolMerger, empty_outline, import_lines, outline
+from .textmerge import Clash, Segment, clean_bytes, has_clash, merge_lines, render
+
+_TEXT_MODES = (FileMode.BLOB, FileMode.BLOB_EXECUTABLE)
+
+
+@dataclass
+class MergeResult:
+    tree: str | None                    # the merged tree, None when anything conflicts
+    conflicts: list[str] = field(default_factory=list)      # symbol ids, `path#<file>` whole
+    merged_paths: list[str] = field(default_factory=list)   # changed on both sides, merged
+    conflict_segments: dict[str, list[Segment] | None] = field(default_factory=dict, repr=False)
+
+    @property
+    def ok(self) -> bool:
+        return self.tree is not None
+
+    @property
+    def conflicted_paths(self) -> list[str]:
+        return sorted(self.conflict_segments)
+
+    def conflict_text(self, path: str, tag: str = "") -> bytes | None:
+        """The file as sync writes it: everything merged, and each conflict between
+        `<<<<<<< local <tag>`, `======= <tag>` and `>>>>>>> trunk <tag>` (a symbol whole or by
+        lines). None for a path without a conflict, or one with no text (binary, symlink,
+        submodule, a rename against a rename)."""
+        segments = self.conflict_segments.get(path)
+        return None if segments is None else render(segments, tag)
+
+
+@dataclass
+class Integration:
+    commit: str | None                  # the new commit on trunk, None on a conflict
+    merge: MergeResult
+
+    @property
+    def tree(self) -> str | None:
+        return self.merge.tree
+
+    @property
+    def conflicts(self) -> list[str]:
+        return self.merge.conflicts
+
+
+def _tree(repo: pygit2.Repository, rev: pygit2.Oid | str) -> pygit2.Tree:
+    return repo[rev].peel(pygit2.Tree)
+
+
+def merge_trees(repo: pygit2.Repository, base: pygit2.Oid | str, ours: pygit2.Oid | str,
+                theirs: pygit2.Oid | str, cache: SymbolCache | None = None) -> MergeResult:
+    """Merge `theirs` (the change) into `ours` (trunk) from their common `base`; each a commit
+    or a tree id."""
+    tb, to, tt = _tree(repo, base), _tree(repo, ours), _tree(repo, theirs)
+    if tt.id == tb.id or tt.id == to.id:
+        return MergeResult(str(to.id))
+    if to.id == tb.id:
+        return MergeResult(str(tt.id))
+    quick = _apply_one_side(repo, tb, to, tt)
+    if quick is not None:
+        return MergeResult(str(quick))
+    return _full_merge(repo, tb, to, tt, cache if cache is not None else SymbolCache())
+
+
+# --- the quick path -------------------------------------------------------------------------
+
+class _NotQuick(Exception):
+    pass
+
+
+def _entry(tree: pygit2.Tree, path: str) -> tuple[pygit2.Oid, int] | None:
+    try:
+        obj = tree[path]
+    except (KeyError, TypeError):
+        return None
+    return obj.id, obj.filemode
+
+
+def _apply_one_side(repo: pygit2.Repository, base: pygit2.Tree, ours: pygit2.Tree,
+                    theirs: pygit2.Tree) -> pygit2.Oid | None:
+    """Trunk's tree with the change's edits applied, when trunk left every path they touch as
+    the base had it; None otherwise."""
+    edits: dict[str, dict[str, tuple[pygit2.Oid, int] | None]] = {}
+    for delta in repo.diff(base, theirs).deltas:
+        old, new = delta.old_file, delta.new_file
+        path = new.path if delta.status != pygit2.enums.DeltaStatus.DELETED else old.path
+        before = None if delta.status == pygit2.enums.DeltaStatus.ADDED else (old.id, old.mode)
+        if _entry(ours, path) != before:
+            return None
+        after = None if delta.status == pygit2.enums.DeltaStatus.DELETED else (new.id, new.mode)
+        folder, _, name = path.rpartition("/")
+        edits.setdefault(folder, {})[name] = after
+    try:
+        return _rebuild(repo, ours, "", edits)
+    except _NotQuick:
+        return None
+
+
+def _rebuild(repo: pygit2.Repository, tree: pygit2.Tree | None, folder: str,
+             edits: dict[str, dict]) -> pygit2.Oid | None:
+    """`tree` (the folder `folder` of trunk) with the edits under it; None when it ends empty."""
+    builder = repo.TreeBuilder(tree) if tree is not None else repo.TreeBuilder()
+    for name, entry in edits.get(folder, {}).items():
+        if entry is None:
+            if builder.get(name) is not None:
+                builder.remove(name)
+        else:
+            builder.insert(name, entry[0], entry[1])
+    prefix = folder + "/" if folder else ""
+    subfolders = {f[len(prefix):].split("/", 1)[0] for f in edits
+                  if f.startswith(prefix) and f != folder}
+    for name in subfolders:
+        current = builder.get(name)
+        if current is not None and current.filemode != FileMode.TREE:
+            raise _NotQuick     # a file where the change needs a folder
+        sub = _rebuild(repo, repo[current.id] if current is not None else None,
+                       prefix + name, edits)
+        if sub is None:
+            if current is not None:
+                builder.remove(name)
+        else:
+            builder.insert(name, sub, FileMode.TREE)
+    return builder.write() if len(builder) else None
+
+
+# --- the full path --------------------------------------------------------------------------
+
+def _changed_paths(repo: pygit2.Repository, a: pygit2.Tree, b: pygit2.Tree) -> set[str]:
+    out = set()
+    for d in repo.diff(a, b).deltas:
+        out.add(d.old_file.path)
+        out.add(d.new_file.path)
+    return out
+
+
+def _full_merge(repo: pygit2.Repository, base: pygit2.Tree, ours: pygit2.Tree,
+                theirs: pygit2.Tree, cache: SymbolCache) -> MergeResult:
+    index = repo.merge_trees(base, ours, theirs)
+    conflicts: list[str] = []
+    segments: dict[str, list[Segment] | None] = {}
+    resolved: list[pygit2.IndexEntry] = []
+    for entries in list(index.conflicts or ()):
+        path, merged, file_conflicts, text = _merge_file(repo, *entries, cache=cache)
+        if merged is None:
+            conflicts.extend(file_conflicts)
+            segments[path] = text
+        else:
+            resolved.append(merged)
+    both = _changed_paths(repo, base, ours) & _changed_paths(repo, base, theirs)
+    merged_paths = sorted(p for p in both if p not in segments
+                          and _entry(ours, p) != _entry(theirs, p))
+    if conflicts:
+        return MergeResult(None, conflicts, merged_paths, segments)
+    for entry in resolved:
+        del index.conflicts[entry.path]
+        index.add(entry)
+    return MergeResult(str(index.write_tree(repo)), [], merged_paths)
+
+
+def _whole_file(path: str, base: bytes | None, ours: bytes | None, theirs: bytes | None,
+                textual: bool) -> tuple[str, None, list[str], list[Segment] | None]:
+    """A conflict of the whole file; its text is the line merge's when there is one."""
+    if not textual:
+        return path, None, [f"{path}#<file>"], None
+    if base is not None and ours is not None and theirs is not None:
+        segs = merge_lines(base, ours, theirs)
+        if has_clash(segs):
+            return path, None, [f"{path}#<file>"], segs
+    return path, None, [f"{path}#<file>"], [Clash(ours or b"", theirs or b"")]
+
+
+def _is_text(data: bytes) -> bool:
+    return b"\0" not in data
+
+
+def _merge_file(repo: pygit2.Repository, anc: pygit2.IndexEntry | None,
+                ours: pygit2.IndexEntry | None, theirs: pygit2.IndexEntry | None,
+                cache: SymbolCache):
+    """(path, merged entry or None, conflicts, segments for conflict_text) of one file the
+    line merge left in conflict."""
+    path = (ours or theirs or anc).path
+    data = {k: (repo[e.id].data if e is not None and e.mode in _TEXT_MODES else None)
+            for k, e in (("b", anc), ("o", ours), ("t", theirs))}
+    textual = all(d is None or _is_text(d) for d in data.values())
+    if ours is None or theirs is None or ours.path != theirs.path or (anc and anc.path != path):
+        return _whole_file(path, data["b"], data["o"], data["t"], textual)
+    if data["o"] is None or data["t"] is None or (anc is not None and data["b"] is None):
+        return _whole_file(path, None, None, None, False)
+    mode = _merged_mode(anc.mode if anc else None, ours.mode, theirs.mode)
+    if mode is None or not textual:
+        return _whole_file(path, data["b"], data["o"], data["t"], textual)
+    tables = [cache.table(path, str(e.id), lambda e=e: repo[e.id].data)
+              for e in (anc, ours, theirs) if e is not None]
+    if any(t.status != "parsed" for t in tables):
+        return _whole_file(path, data["b"], data["o"], data["t"], True)
+    texts = [d for d in (data["b"], data["o"], data["t"]) if d is not None]
+    own_ids = {s.id for t in tables for s in t.symbols}
+    merger = SymbolMerger(path, own_ids, import_lines(tables, texts))
+    base_outline = outline(tables[0], data["b"]) if anc is not None else empty_outline()
+    result: FileMerge = merger.merge(base_outline, outline(tables[-2], data["o"]),
+                                     outline(tables[-1], data["t"]))
+    if result.conflicts:
+        return path, None, result.conflicts, result.segments
+    merged = clean_bytes(result.segments)
+    if symbol_table(path, merged).status != "parsed":
+        # a splice the grammar can no longer read: the line merge's answer stands
+        return _whole_file(path, data["b"], data["o"], data["t"], True)
+    return path, pygit2.IndexEntry(path, repo.create_blob(merged), mode), [], None
+
+
+def _merged_mode(base: int | None, ours: int, theirs: int) -> int | None:
+    if ours == theirs or theirs == base:
+        return ours
+    if ours == base:
+        return theirs
+    return None
+
+
+# --- integration ----------------------------------------------------------------------------
+
+def integrate(repo: pygit2.Repository, trunk_commit: pygit2.Oid | str,
+              change_commit: pygit2.Oid | str, change_base: pygit2.Oid | str, message: str,
+              author: pygit2.Signature, committer: pygit2.Signature | None = None,
+              cache: SymbolCache | None = None) -> Integration:
+    """A commit on top of `trunk_commit` holding the change (its tree when its base is trunk,
+    else the merge), or the conflicts. Creates objects only, never moves a ref."""
+    trunk = repo[trunk_commit].peel(pygit2.Commit)
+    change = repo[change_commit].peel(pygit2.Commit)
+    if str(repo[change_base].peel(pygit2.Commit).id) == str(trunk.id):
+        result = MergeResult(str(change.tree_id))
+    else:
+        result = merge_trees(repo, change_base, trunk.id, change.id, cache)
+    if result.tree is None:
+        return Integration(None, result)
+    oid = repo.create_commit(None, author, committer or author, message,
+                             pygit2.Oid(hex=result.tree), [trunk.id])
+    return Integration(str(oid), result)
