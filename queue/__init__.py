@@ -1,4 +1,39 @@
-"""The merge queue (`lonca.queue`): pygit2 integration, symbol merges, bounded checks."""
+"""The merge queue (`lonca.queue`): pygit2 integration, symbol merges, bounded checks, batches.
+
+Imports nothing of Lonca but `lonca.symbols`. Creates git objects only; the worker logs and moves
+refs. The API:
+
+Merging (merge.py, symbol_merge.py, textmerge.py)
+- `merge_trees(repo, base, ours, theirs, cache=None) -> MergeResult`: ours is trunk, theirs the
+  change; each a commit or tree id. `MergeResult.tree` (merged tree id, None on any conflict),
+  `.conflicts` (symbol ids such as `src/a.py#f`, `path#<file>` for a whole file),
+  `.merged_paths` (changed on both sides and merged), `.conflicted_paths`, and
+  `.conflict_text(path, tag) -> bytes | None`: the file for `sync`, with each conflict between
+  `<<<<<<< local <tag>`, `======= <tag>` and `>>>>>>> trunk <tag>`.
+- `integrate(repo, trunk_commit, change_commit, change_base, message, author, committer=None,
+  cache=None) -> Integration` (`.commit` on trunk, or None with `.conflicts`; `.merge`). When
+  the change's base is trunk, its tree is taken as is.
+
+Verifying (checks.py, checkout.py, verification.py)
+- `run_check(argv, cwd, env_names, timeout_s, max_bytes) -> CheckRun`: one bounded subprocess
+  (`result` pass/fail/error, `exit`, `duration_ms`, `timed_out`, `overflowed`, `output` tail of at
+  most 32 KiB, `log_truncated`, `error`).
+- `checkout_tree(repo, tree, dest)`: a tree as plain files.
+- `CheckSpec(name, argv, timeout_s, env_names, max_bytes, attempts)`,
+  `verify_tree(repo, tree, specs) -> [CheckResult]` (one checkout, in order, retries, stop at
+  the first check that does not pass), `reasons(results, owed)` -> verification_failed:<check>,
+  verification_error:<check>, verification_missing:<check>.
+
+Recording (attest.py)
+- `attestation(result, subject_tree, log_id)`, `merge_attestation(merge, subject_tree)`,
+  `evidence(result)` (change.get.evidence), `store_log(repo, result)` (the tail as a blob).
+
+Batching (batching.py)
+- `find_culprit(n, verify) -> index`: bisection over prefixes, O(log n) verifications.
+- `run_batch(repo, trunk, [QueuedChange], verify(prefix, commit) -> Verdict) -> BatchOutcome`
+  (`landed` [(change, commit)], `conflicted`, `rejected` [(change, verdict)], `requeued`,
+  `verdicts`, `trunk_after`).
+"""
 # This folder is named `queue` and sits at the repository root: when the root is on sys.path
 # (`python -c`, `python -m` from the root) it would shadow the standard library's `queue`, which
 # asyncio's thread pool imports. Imported under that top-level name, load the real stdlib module
@@ -14,6 +49,16 @@ if __name__ == "queue":
 
 # Below, the library itself, only under its own name.
 if __name__ != "queue":
+    from .attest import attestation, evidence, merge_attestation, store_log
+    from .batching import BatchOutcome, QueuedChange, Verdict, find_culprit, run_batch
+    from .checkout import checkout_tree
+    from .checks import CheckRun, run_check
     from .merge import Integration, MergeResult, integrate, merge_trees
+    from .verification import CheckResult, CheckSpec, reasons, verify_tree
 
-    __all__ = ["Integration", "MergeResult", "integrate", "merge_trees"]
+    __all__ = [
+        "BatchOutcome", "CheckResult", "CheckRun", "CheckSpec", "Integration", "MergeResult",
+        "QueuedChange", "Verdict", "attestation", "checkout_tree", "evidence", "find_culprit",
+        "integrate", "merge_attestation", "merge_trees", "reasons", "run_batch", "run_check",
+        "store_log", "verify_tree",
+    ]

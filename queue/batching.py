@@ -1,0 +1,104 @@
+"""Batches: up to N queued changes become one candidate, verified once.
+
+Each change is integrated onto the previous one's result (trunk first); one that conflicts with
+the candidate is taken out before anything is verified. The tip is verified; when it fails, a
+bisection over the prefixes finds the first change whose prefix fails, with O(log n)
+verifications (prefix 0 is trunk, taken as good; the full candidate is known bad). The good
+prefix lands, the culprit is rejected with the reasons of its failing prefix, and the changes
+after it go back to the queue, to be tried again without it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import pygit2
+
+from lonca.symbols import SymbolCache
+
+from .merge import Integration, integrate
+
+
+def find_culprit(n: int, verify: Callable[[int], bool]) -> int:
+    """The 0-based index of the first change whose prefix fails, given that the prefix of
+    length n fails and the empty prefix passes. `verify(k)` verifies the first k changes;
+    it is called about log2(n) times, never for 0 or n."""
+    good, bad = 0, n
+    while bad - good > 1:
+        mid = (good + bad) // 2
+        if verify(mid):
+            good = mid
+        else:
+            bad = mid
+    return bad - 1
+
+
+@dataclass(frozen=True)
+class QueuedChange:
+    change: str                 # the change id
+    commit: str                 # the proposed commit
+    base: str                   # the commit it was proposed on
+    message: str
+    author: pygit2.Signature
+
+
+@dataclass
+class Verdict:
+    ok: bool
+    reasons: list[str] = field(default_factory=list)
+    detail: Any = None          # what the caller wants back (check results, attestations)
+
+
+@dataclass
+class BatchOutcome:
+    trunk_before: str
+    landed: list[tuple[QueuedChange, str]] = field(default_factory=list)  # (change, commit)
+    conflicted: list[tuple[QueuedChange, Integration]] = field(default_factory=list)
+    rejected: list[tuple[QueuedChange, Verdict]] = field(default_factory=list)
+    requeued: list[QueuedChange] = field(default_factory=list)
+    verdicts: dict[int, Verdict] = field(default_factory=dict)  # by prefix length verified
+
+    @property
+    def trunk_after(self) -> str:
+        return self.landed[-1][1] if self.landed else self.trunk_before
+
+    @property
+    def landed_verdict(self) -> Verdict | None:
+        """The passing verdict of exactly the landed prefix (None when nothing landed)."""
+        return self.verdicts.get(len(self.landed)) if self.landed else None
+
+
+def run_batch(repo: pygit2.Repository, trunk: str, changes: list[QueuedChange],
+              verify: Callable[[list[QueuedChange], str], Verdict],
+              committer: pygit2.Signature | None = None,
+              cache: SymbolCache | None = None) -> BatchOutcome:
+    """Integrate `changes` (in queue order, at most the policy's batch size) onto `trunk` and
+    verify them as one candidate. `verify(prefix, commit)` checks the candidate commit holding
+    `prefix`. Creates commits only; the caller logs the outcome and moves trunk."""
+    cache = cache if cache is not None else SymbolCache()
+    out = BatchOutcome(trunk)
+    chain: list[tuple[QueuedChange, str]] = []
+    tip = trunk
+    for ch in changes:
+        integration = integrate(repo, tip, ch.commit, ch.base, ch.message, ch.author, committer, cache)
+        if integration.commit is None:
+            out.conflicted.append((ch, integration))
+            continue
+        chain.append((ch, integration.commit))
+        tip = integration.commit
+    if not chain:
+        return out
+
+    def passes(k: int) -> bool:
+        if k not in out.verdicts:
+            out.verdicts[k] = verify([c for c, _ in chain[:k]], chain[k - 1][1])
+        return out.verdicts[k].ok
+
+    if passes(len(chain)):
+        out.landed = chain
+        return out
+    culprit = find_culprit(len(chain), passes)
+    out.landed = chain[:culprit]
+    out.rejected = [(chain[culprit][0], out.verdicts[culprit + 1])]
+    out.requeued = [c for c, _ in chain[culprit + 1:]]
+    return out

@@ -1,0 +1,139 @@
+"""Verification checks as bounded subprocesses (DESIGN.md, the Lonis seed's discipline).
+
+argv is executed directly (no shell) in its own session, so its process group holds it and
+everything it starts; the environment is PATH plus the names the policy lists; the candidate
+tree is the cwd. A hard wall-clock timeout and a byte cap on each of stdout and stderr bound it.
+On timeout or overflow the whole group is killed. When the check exits by itself the group is
+killed as well, so that nothing it left in the background outlives it, and then it is reaped.
+The leader is waited for with WNOWAIT first: until it is reaped its id, which is also the
+group's, cannot be reused, so the kill can only reach the check's own processes.
+
+A process that leaves the group (setsid) escapes this; containing it needs a sandbox, which is
+the worker's business.
+"""
+from __future__ import annotations
+
+import os
+import selectors
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+TAIL_BYTES = 32 * 1024
+_READ = 65536
+_DRAIN_S = 2.0
+
+
+@dataclass(frozen=True)
+class CheckRun:
+    argv: list[str]
+    result: str                 # "pass" | "fail" | "error"
+    exit: int | None            # None when it could not start or was killed
+    duration_ms: int
+    timed_out: bool
+    overflowed: bool            # stdout or stderr went past the cap
+    output: bytes               # the tail of stdout and stderr as they came, at most 32 KiB
+    log_truncated: bool
+    error: str | None           # why it did not give a verdict, for people
+
+
+def child_env(env_names: list[str] | tuple[str, ...]) -> dict[str, str]:
+    """PATH and the named variables that are set, nothing else."""
+    env = {"PATH": os.environ.get("PATH", os.defpath)}
+    for name in env_names:
+        if name in os.environ:
+            env[name] = os.environ[name]
+    return env
+
+
+def run_check(argv: list[str], cwd: Path, env_names: list[str] | tuple[str, ...],
+              timeout_s: float, max_bytes: int) -> CheckRun:
+    """Run one check to its end, its timeout or its byte cap; never raises for the check's
+    own behaviour (a missing program is an `error` run)."""
+    start = time.monotonic()
+    try:
+        proc = subprocess.Popen(argv, cwd=str(cwd), env=child_env(env_names), stdin=subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+                                close_fds=True)
+    except OSError as e:
+        return CheckRun(list(argv), "error", None, _ms(start), False, False, b"", False,
+                        f"could not start {argv[0]!r}: {e.strerror or e}")
+    tail = bytearray()
+    dropped = False
+    counts = {proc.stdout.fileno(): 0, proc.stderr.fileno(): 0}
+    timed_out = overflowed = False
+    deadline = start + timeout_s
+    sel = selectors.DefaultSelector()
+    for stream in (proc.stdout, proc.stderr):
+        os.set_blocking(stream.fileno(), False)
+        sel.register(stream.fileno(), selectors.EVENT_READ)
+    exited = False
+    try:
+        while sel.get_map():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                timed_out = not exited
+                break
+            for key, _ in sel.select(timeout=min(left, 0.2)):
+                fd = key.fd
+                try:
+                    chunk = os.read(fd, _READ)
+                except BlockingIOError:
+                    continue
+                if not chunk:
+                    sel.unregister(fd)
+                    continue
+                room = max_bytes - counts[fd]
+                counts[fd] += len(chunk)
+                if len(chunk) > room:
+                    chunk = chunk[:max(room, 0)]
+                    overflowed = True
+                tail += chunk
+                if len(tail) > TAIL_BYTES:
+                    del tail[:len(tail) - TAIL_BYTES]
+                    dropped = True
+                if overflowed:
+                    break
+            if overflowed:
+                break
+            if not exited and _leader_exited(proc.pid):
+                # its group goes with it; what they wrote is still read, up to a short while
+                # (a process that left the group could hold the pipes open)
+                exited = True
+                _kill_group(proc.pid)
+                deadline = min(deadline, time.monotonic() + _DRAIN_S)
+    finally:
+        _kill_group(proc.pid)
+        sel.close()
+        proc.stdout.close()
+        proc.stderr.close()
+        code = proc.wait()
+    duration = _ms(start)
+    truncated = dropped or overflowed
+    if timed_out:
+        return CheckRun(list(argv), "error", None, duration, True, False, bytes(tail), truncated,
+                        f"timed out after {timeout_s:g} s; its process group was killed")
+    if overflowed:
+        return CheckRun(list(argv), "error", None, duration, False, True, bytes(tail), True,
+                        f"output over {max_bytes} bytes on one stream; its process group was killed")
+    result = "pass" if code == 0 else "fail"
+    return CheckRun(list(argv), result, code, duration, False, False, bytes(tail), truncated, None)
+
+
+def _leader_exited(pid: int) -> bool:
+    """Whether the check's first process has exited, without reaping it."""
+    info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    return info is not None
+
+
+def _kill_group(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _ms(start: float) -> int:
+    return int((time.monotonic() - start) * 1000)
