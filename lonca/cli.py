@@ -4,7 +4,7 @@ import argparse
 import sys
 
 import lonca
-from lonca import admin_commands
+from lonca import admin_commands, console_commands
 from lonca.client import Unreachable
 from lonca.output import OK, REFUSED, UNREACHABLE, USAGE, Usage, fail
 from lonca.protocol import LoncaError
@@ -15,6 +15,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"lonca {lonca.__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     admin_commands.register(sub)
+    console_commands.register(sub)
     return p
 
 

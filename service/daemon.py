@@ -12,7 +12,7 @@ from lonca.audit import ChainVerifier
 from lonca.protocol import LoncaError
 
 from . import auth, daemonkey, gitstore
-from . import human_methods, read_methods, session_methods  # noqa: F401  (they fill the method table)
+from . import human_methods, key_methods, read_methods, security_methods, session_methods  # noqa: F401  (they fill the method table)
 from .config import Config
 from .log import LogWriter
 from .methods import METHODS, Call
@@ -151,6 +151,7 @@ class Daemon:
             result = await m.fn(Call(self, peer, m.name, params, repo, who, token))
             return {"id": rid, "ok": True, "result": result}
         except LoncaError as e:
+            security_methods.note(peer, req, e)
             return {"id": rid, "ok": False, "error": e.to_json()}
         except Exception:
             log.exception("method %s failed", req["method"])

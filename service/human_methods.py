@@ -6,11 +6,11 @@ import re
 import secrets
 import shutil
 
-from lonca import humansig
+from lonca import humansig, webauthn
 from lonca.canonical import content_hash
 from lonca.protocol import LOGIN_TTL_DEFAULT_MS, LOGIN_TTL_MAX_MS, REPO_NAME_MAX, LoncaError
 
-from . import gitstore, signatures
+from . import gitstore, presence, signatures
 from .auth import new_human_token, token_hash
 from .log import Draft, allow
 from .methods import Call, expect, method, params_of
@@ -29,6 +29,8 @@ def check_key(key) -> dict:
         raise LoncaError("invalid", 'a human key is {"alg": "ed25519", "public": lowercase hex}')
     if not re.fullmatch(r"[0-9a-f]+", key["public"]) or (KEY_ALGS[key["alg"]] and len(key["public"]) != KEY_ALGS[key["alg"]]):
         raise LoncaError("invalid", "the human key's public part must be lowercase hex of the right length")
+    if key["alg"] in webauthn.KEY_ALGS:
+        webauthn.credential(key)  # refuses a WebAuthn key that could never verify
     return {"alg": key["alg"], "public": key["public"]}
 
 
@@ -131,9 +133,12 @@ async def login(call: Call) -> dict:
     key = next((rs.humans[human] for rs in candidates if rs and human in rs.humans
                 and humansig.verify(rs.humans[human], message, sig["sig"])), None)
     if key is None:
-        raise LoncaError("unauthenticated", "bad_human_signature: no enrolled key of this human verifies the login")
+        why = presence.login_refusal([rs.humans[human] for rs in candidates if rs and human in rs.humans], message, sig["sig"])
+        raise LoncaError("unauthenticated", why or "bad_human_signature: no enrolled key of this human verifies the login")
     now = d.now_ms()
     signatures.check_fresh(d.state, sig, now, "unauthenticated")
+    presence.check_count(d.state.sign_counts, key, sig["sig"], "unauthenticated")
+    presence.record(d.state.sign_counts, key, sig["sig"])
     d.state.nonces[sig["nonce"]] = sig["issued_ms"] + 11 * 60_000
     token = new_human_token()
     expires = now + ttl

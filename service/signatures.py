@@ -3,6 +3,7 @@ before. Refusals carry the seed's reason code first in the message; nothing is l
 from lonca import humansig
 from lonca.protocol import LoncaError
 
+from . import presence
 from .state import State
 
 
@@ -36,6 +37,12 @@ def check_op(state: State, repo: str, op: dict, sig: dict, key: dict | None, now
     check_shape(sig, code)
     if key is None:
         raise refuse("forbidden" if code == "denied" else code, "not_enrolled", f"{sig['human']} is not enrolled in {repo}")
-    if not humansig.verify(key, humansig.intent_bytes(repo, op, sig["nonce"], sig["issued_ms"]), sig["sig"]):
+    message = humansig.intent_bytes(repo, op, sig["nonce"], sig["issued_ms"])
+    if presence.is_webauthn(key):
+        rs = state.repo(repo)
+        hardened = (rs.profile if rs else op.get("profile")) == "hardened"
+        presence.check(key, message, sig["sig"], code, require_uv=hardened)
+    elif not humansig.verify(key, message, sig["sig"]):
         raise refuse(code, "bad_human_signature", "the signature does not verify with the enrolled key over this operation")
     check_fresh(state, sig, now_ms, code)
+    presence.check_count(state.sign_counts, key, sig["sig"], code)

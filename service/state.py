@@ -4,6 +4,8 @@ from dataclasses import dataclass, field
 
 from lonca.protocol import ZERO_HASH
 
+from . import presence
+
 
 @dataclass
 class SessionRec:
@@ -57,6 +59,7 @@ class State:
     def __init__(self):
         self.repos: dict[str, RepoState] = {}
         self.nonces: dict[str, int] = {}  # nonce -> when it can be forgotten (a signature is stale by then)
+        self.sign_counts: dict[str, int] = {}  # WebAuthn key public -> last sign count (service/presence.py)
 
     def repo(self, name: str) -> RepoState | None:
         return self.repos.get(name)
@@ -78,6 +81,7 @@ class State:
         sig = entry.get("human")
         if sig:
             self.nonces[sig["nonce"]] = sig["issued_ms"] + 11 * 60_000
+            presence.record(self.sign_counts, rs.humans.get(sig["human"]), sig["sig"])
         if entry["decision"]["outcome"] != "allow":
             return
         handler = _APPLY.get(kind)

@@ -1,0 +1,250 @@
+"""The console's writes: registering a key, and signing ceremonies (begin builds the operation and
+the challenge, finish sends the assertion to the worker). Every one of them goes through `guard`."""
+import json
+import re
+import secrets
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, RedirectResponse
+
+from lonca import webauthn
+from lonca.client import Unreachable
+from lonca.protocol import LoncaError
+
+from . import ceremonies
+from .browser_sessions import now_ms
+from .guard import NotLoggedIn, call, describe, guard, session_of
+
+NAME_RE = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+SCOPE = {"symbols": None, "ops": [], "max_files": None, "max_lines": None, "scratch": []}
+
+
+class Refusal(Exception):
+    """A request the console turns down before the worker sees it."""
+
+
+def problem(message: str, status: int = 422) -> JSONResponse:
+    return JSONResponse({"ok": False, "error": message}, status_code=status)
+
+
+async def serves_repositories(request: Request) -> bool:
+    """A tokenless bootstrap call is refused as unauthenticated exactly when the worker serves a
+    repository (seed 001, "Credentials": bootstrap), and as invalid for its empty params otherwise."""
+    try:
+        await request.app.state.pool.call("repo.prepare_init", {})
+    except LoncaError as e:
+        return e.code != "invalid"
+    return True
+
+
+def _name(value, what: str) -> str:
+    if not isinstance(value, str) or not NAME_RE.match(value):
+        raise Refusal(f"{what} is letters, digits, '.', '_' and '-', at most 64")
+    return value
+
+
+def _text(value, what: str, limit: int = 4096) -> str:
+    if not isinstance(value, str) or not value.strip() or len(value.encode()) > limit:
+        raise Refusal(f"say {what} (1 to {limit} bytes)")
+    return value.strip()
+
+
+def _seq(value) -> int:
+    try:
+        seq = int(value)
+    except (TypeError, ValueError):
+        raise Refusal("target_seq is the sequence number of the pending entry") from None
+    if seq < 1:
+        raise Refusal("target_seq is the sequence number of the pending entry")
+    return seq
+
+
+# -- registration ---------------------------------------------------------------------------
+
+async def register_begin(request: Request):
+    s = await guard(request)
+    body = await request.json()
+    try:
+        human = _name(body.get("human"), "your name")
+    except Refusal as e:
+        return problem(str(e))
+    options, challenge = ceremonies.registration_options(request.app.state.settings, human)
+    s.registration = {"challenge": challenge, "human": human}
+    return JSONResponse({"ok": True, "options": options})
+
+
+async def register_finish(request: Request):
+    s = await guard(request)
+    body = await request.json()
+    pending, s.registration = s.registration, None
+    if pending is None:
+        return problem("no registration was begun in this browser session; start again")
+    settings = request.app.state.settings
+    try:
+        key = webauthn.key_from_registration(json.dumps(body.get("credential")), pending["challenge"],
+                                             settings.rp_id, settings.origin, require_uv=False)
+    except Exception as e:
+        return problem(f"the key was not registered: {e}")
+    s.new_key = {"human": pending["human"], "key": key}
+    try:
+        bootstrap = not await serves_repositories(request)
+    except Unreachable as e:
+        return problem(describe(e), 503)
+    if bootstrap:
+        return JSONResponse({"ok": True, "next": "bootstrap",
+                             "message": f"Key registered for {pending['human']}. Now create the first repository with it."})
+    r = request.app.state.enrolments.add(pending["human"], key)
+    return JSONResponse({"ok": True, "next": "wait", "message":
+                         f"Key registered for {r.human}. An enrolled human enrols you from Repositories; "
+                         f"check with them that the fingerprint is {r.fingerprint}. Then log in."})
+
+
+# -- signing ceremonies ----------------------------------------------------------------------
+
+async def _profile(request: Request, repo: str) -> str:
+    return (await call(request, "status", repo=repo))["profile"]
+
+
+async def _begin_login(request, s, body):
+    human = _name(body.get("human"), "your name")
+    return ceremonies.for_login(human, request.app.state.settings.login_ttl_ms), False, None
+
+
+async def _begin_init(request, s, body):
+    if not s.new_key:
+        raise Refusal("register a key first (Enrol)")
+    repo = _name(body.get("repo"), "the repository's name")
+    import_from = (body.get("import_from") or "").strip() or None
+    branch = (body.get("branch") or "").strip() or None
+    human, key = s.new_key["human"], s.new_key["key"]
+    prepared = await request.app.state.pool.call("repo.prepare_init", {
+        "repo": repo, "human": human, "human_key": key, "import_from": import_from, "branch": branch})
+    c = ceremonies.for_op("repo.init", repo, human, prepared["op"], f"create repository {repo} at {prepared['op']['trunk'][:12]}")
+    return c, prepared["profile"] == "hardened", json.loads(bytes.fromhex(key["public"]))["credential_id"]
+
+
+def _op_approve(body, request):
+    checks = sorted({c.strip() for c in str(body.get("checks") or "").split(",") if c.strip()})
+    op = {"op": "approve", "target_seq": _seq(body.get("target_seq")), "note": str(body.get("note") or "").strip()}
+    if checks:
+        op["checks"] = checks
+    return op, f"approve entry {op['target_seq']}" + (f" with checks {', '.join(checks)}" if checks else "")
+
+
+def _op_reject(body, request):
+    op = {"op": "reject", "target_seq": _seq(body.get("target_seq")), "reason": _text(body.get("reason"), "why you reject it")}
+    return op, f"reject entry {op['target_seq']}: {op['reason']}"
+
+
+def _op_freeze(body, request):
+    op = {"op": body["kind"], "reason": _text(body.get("reason"), f"why you {body['kind']} it")}
+    return op, f"{body['kind']} the repository: {op['reason']}"
+
+
+def _op_session(body, request):
+    agent = _name(body.get("agent"), "the agent's name")
+    try:
+        hours = int(body.get("hours") or 8)
+    except ValueError:
+        raise Refusal("hours is a whole number") from None
+    if not 1 <= hours <= 168:
+        raise Refusal("a session lasts 1 to 168 hours")
+    paths = [p.strip() for p in str(body.get("paths") or "**").split(",") if p.strip()] or ["**"]
+    op = {"op": "session.start", "session": f"{agent}-{secrets.token_hex(4)}", "agent": agent, "model": None,
+          "task": str(body.get("task") or "").strip() or None, "expires_ms": now_ms() + hours * 3600_000,
+          "scope": {"paths": paths, **SCOPE}}
+    return op, f"start a session for {agent} on {', '.join(paths)} for {hours} h"
+
+
+def _op_enroll(body, request):
+    r = request.app.state.enrolments.get(str(body.get("request") or ""))
+    if r is None:
+        raise Refusal("that enrolment request is gone (requests last a day); ask them to register again")
+    return {"op": "human.enroll", "human": r.human, "key": r.key}, f"enrol {r.human} (key {r.fingerprint})"
+
+
+OPS = {"approve": _op_approve, "reject": _op_reject, "freeze": _op_freeze, "unfreeze": _op_freeze,
+       "session.start": _op_session, "human.enroll": _op_enroll}
+
+
+async def ceremony_begin(request: Request):
+    s = await guard(request)
+    body = await request.json()
+    kind = body.get("kind")
+    try:
+        if kind == "login":
+            c, uv, credential_id = await _begin_login(request, s, body)
+        elif kind == "repo.init":
+            c, uv, credential_id = await _begin_init(request, s, body)
+        elif kind in OPS:
+            if not s.logged_in:
+                return problem("log in first", 401)
+            repo = _name(body.get("repo"), "the repository")
+            op, summary = OPS[kind](body, request)
+            c = ceremonies.for_op(kind, repo, s.human, op, summary)
+            uv, credential_id = await _profile(request, repo) == "hardened", s.credential_id
+        else:
+            return problem(f"no ceremony {kind!r}")
+    except Refusal as e:
+        return problem(str(e))
+    except NotLoggedIn:
+        return problem("your session ended; log in again", 401)
+    except (LoncaError, Unreachable) as e:
+        return problem(describe(e), 503 if isinstance(e, Unreachable) else 422)
+    s.add_ceremony(c)
+    options = ceremonies.request_options(request.app.state.settings, c, credential_id, uv)
+    return JSONResponse({"ok": True, "ceremony": c.id, "options": options, "summary": c.summary})
+
+
+async def ceremony_finish(request: Request):
+    s = await guard(request)
+    body = await request.json()
+    # Not consumed here: the worker refuses a second use of the nonce (nonce_reused), so a replay
+    # is refused where it matters and the browser is told why.
+    c = s.ceremonies.get(body.get("ceremony"))
+    if c is None:
+        return problem("this signing request is unknown or old; start again")
+    credential = body.get("credential")
+    try:
+        sig = ceremonies.human_signature(c, credential)
+    except ValueError as e:
+        return problem(str(e))
+    pool = request.app.state.pool
+    try:
+        if c.kind == "login":
+            res = await pool.call("human.login", {"sig": sig, "ttl_ms": c.ttl_ms})
+            s.log_out()
+            s.human, s.token, s.expires_ms = res["human"], res["token"], res["expires_ms"]
+            s.credential_id = credential.get("id")
+            return JSONResponse({"ok": True, "message": f"logged in as {res['human']}", "redirect": "/"})
+        if c.kind == "repo.init":
+            res = await pool.call("repo.init", {"op": c.op, "sig": sig}, token=s.token if s.logged_in else None)
+            s.new_key = None
+            return JSONResponse({"ok": True, "message": f"created {c.repo} (seq {res['seq']}); log in with the same key",
+                                 "redirect": f"/login?human={c.human}"})
+        res = await call(request, "human.submit", {"op": c.op, "sig": sig}, repo=c.repo)
+    except NotLoggedIn:
+        return problem("your session ended; log in again", 401)
+    except (LoncaError, Unreachable) as e:
+        return problem(describe(e), 503 if isinstance(e, Unreachable) else 422)
+    if c.kind == "human.enroll" and res["decision"]["outcome"] == "allow":
+        for r in request.app.state.enrolments.all():
+            if r.human == c.op["human"] and r.key == c.op["key"]:
+                request.app.state.enrolments.remove(r.id)
+    out = {"ok": True, "seq": res["seq"], "outcome": res["decision"]["outcome"],
+           "message": f"{c.summary}: {res['decision']['outcome']} (seq {res['seq']})"
+                      + (f" — {', '.join(res['decision']['reasons'])}" if res["decision"]["reasons"] else "")}
+    if c.kind == "session.start" and "token" in res:
+        out["agent_token"] = res["token"]  # shown once to the human who started it, never logged
+    return JSONResponse(out)
+
+
+async def logout(request: Request):
+    s = await guard(request)
+    if s.logged_in:
+        try:
+            await request.app.state.pool.call("human.logout", token=s.token)
+        except (LoncaError, Unreachable):
+            pass  # the session is gone from the browser either way; the worker's expires on its own
+    s.log_out()
+    return RedirectResponse("/login", status_code=303)

@@ -1,0 +1,153 @@
+"""The console's pages. Each page renders whole for a browser and as its live fragment alone for
+htmx (HX-Request), which refreshes it on every log entry (`lonca:log`, see static/live.js)."""
+import asyncio
+
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+
+from lonca.client import Unreachable
+from lonca.protocol import LoncaError
+
+from . import views
+from .actions import serves_repositories
+from .browser_sessions import now_ms
+from .guard import NotLoggedIn, call, describe, session_of
+
+QUEUE_COLUMNS = ("queued", "verifying", "integrated", "conflicted", "failed")
+LOG_SHOWN = 200
+
+
+def render(request: Request, template: str, ctx: dict, fragment: str | None = None, status: int = 200) -> Response:
+    s = session_of(request)
+    base = {"request": request, "human": s.human if s.logged_in else None, "csrf": s.csrf, "now_ms": now_ms()}
+    name = fragment if fragment and request.headers.get("hx-request") else template
+    return request.app.state.templates.TemplateResponse(request, name, {**base, **ctx}, status_code=status)
+
+
+def to_login(request: Request) -> Response:
+    if request.headers.get("hx-request"):
+        return Response(status_code=204, headers={"HX-Redirect": "/login"})
+    return RedirectResponse("/login", status_code=303)
+
+
+def page(fn):
+    """A page that needs a human session and shows the worker's refusals as its error."""
+    async def handler(request: Request) -> Response:
+        try:
+            return await fn(request)
+        except NotLoggedIn:
+            return to_login(request)
+        except (LoncaError, Unreachable) as e:
+            status = 404 if isinstance(e, LoncaError) and e.code == "not_found" else 502
+            return render(request, "error.html", {"error": describe(e), "repo": request.path_params.get("repo")},
+                          "_error.html", status)
+    return handler
+
+
+async def home(request: Request) -> Response:
+    s = session_of(request)
+    if not s.logged_in:
+        try:
+            serving = await serves_repositories(request)
+        except Unreachable as e:
+            return render(request, "error.html", {"error": describe(e)}, status=502)
+        return RedirectResponse("/login" if serving else "/enrol", status_code=303)
+    try:
+        repos = await call(request, "repo.list")
+    except NotLoggedIn:
+        return to_login(request)
+    return RedirectResponse(f"/r/{repos[0]}/review" if repos else "/repos", status_code=303)
+
+
+async def enrol(request: Request) -> Response:
+    return render(request, "enrol.html", {})
+
+
+async def login(request: Request) -> Response:
+    return render(request, "login.html", {"name": request.query_params.get("human", "")})
+
+
+@page
+async def repos(request: Request) -> Response:
+    names = await call(request, "repo.list")
+    states = await asyncio.gather(*(call(request, "status", repo=n) for n in names))
+    return render(request, "repos.html", {"repos": list(zip(names, states)),
+                                          "requests": request.app.state.enrolments.all()}, "_repos.html")
+
+
+@page
+async def security(request: Request) -> Response:
+    events = await call(request, "security.events", {"since_ms": None})
+    return render(request, "security.html", {"events": events}, "_security.html")
+
+
+@page
+async def review(request: Request) -> Response:
+    repo = request.path_params["repo"]
+    st = await call(request, "status", repo=repo)
+    pending = sorted(st["pending"], key=lambda p: p["created_ms"])
+    return render(request, "review.html", {"repo": repo, "st": st, "pending": pending}, "_review.html")
+
+
+@page
+async def change(request: Request) -> Response:
+    repo, cid = request.path_params["repo"], request.path_params["change"]
+    rec, diff, st = await asyncio.gather(call(request, "change.get", {"change": cid}, repo=repo),
+                                         call(request, "change.diff", {"change": cid, "format": None}, repo=repo),
+                                         call(request, "status", repo=repo))
+    symbols = {s for f in diff["files"] for kind in f["symbols"].values() for s in kind}
+    session = (rec.get("actor") or {}).get("session")
+    leases = [lease for lease in st["leases"] if lease["session"] == session
+              or any(i.get("symbol") in symbols for i in lease["items"])]
+    pending = next((p for p in st["pending"] if p.get("change") == cid), None)
+    versions = [e for e in await call(request, "log", {"from": max(1, rec["proposed_seq"] - 5000), "limit": 1000}, repo=repo)
+                if e["entry"]["op"].get("op") == "change.propose" and e["entry"]["op"].get("change") == cid]
+    return render(request, "change.html", {
+        "repo": repo, "rec": rec, "diff": diff, "files": views.diff_files(diff["diff"]), "st": st,
+        "claims": views.claim_rows(rec.get("claim"), rec.get("facts")), "leases": leases, "pending": pending,
+        "versions": versions}, "_change.html")
+
+
+@page
+async def queue(request: Request) -> Response:
+    repo = request.path_params["repo"]
+    st = await call(request, "status", repo=repo)
+    columns = {c: [] for c in QUEUE_COLUMNS}
+    for ch in sorted(st["changes"], key=lambda c: c["created_ms"], reverse=True):
+        name = ch["status"]["status"]
+        if name == "queued" and st["queue"][:1] == [ch["change"]]:
+            name = "verifying"  # the worker integrates the head of the queue first
+        elif name == "rejected" and any(r.startswith("verification_") for r in ch["status"].get("reasons", [])):
+            name = "failed"
+        if name in columns:
+            columns[name].append(ch)
+    return render(request, "queue.html", {"repo": repo, "st": st, "columns": columns}, "_queue.html")
+
+
+@page
+async def sessions(request: Request) -> Response:
+    repo = request.path_params["repo"]
+    st = await call(request, "status", repo=repo)
+    live = sorted(st["sessions"], key=lambda x: (not x["active"], -(x.get("created_ms") or 0)))
+    return render(request, "sessions.html", {"repo": repo, "st": st, "sessions": live}, "_sessions.html")
+
+
+@page
+async def log(request: Request) -> Response:
+    repo = request.path_params["repo"]
+    op_filter = request.query_params.get("op", "").strip()
+    actor_filter = request.query_params.get("actor", "").strip()
+    st = await call(request, "status", repo=repo)
+    chain = await request.app.state.verification.catch_up(
+        lambda m, p: call(request, m, p, repo=repo), repo, st["next_seq"])
+    entries = await call(request, "log", {"from": max(1, st["next_seq"] - LOG_SHOWN), "limit": LOG_SHOWN}, repo=repo)
+    rows = []
+    for e in reversed(entries):
+        en = e["entry"]
+        label = views.actor_label(en["actor"])
+        if (op_filter and en["op"].get("op") != op_filter) or (actor_filter and actor_filter not in label):
+            continue
+        rows.append({"e": en, "actor": label, "check": request.app.state.verification.status(chain, en["seq"])})
+    ops = sorted({e["entry"]["op"].get("op") for e in entries})
+    return render(request, "log.html", {"repo": repo, "rows": rows, "ops": ops, "op_filter": op_filter,
+                                        "actor_filter": actor_filter, "st": st}, "_log.html")

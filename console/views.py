@@ -1,0 +1,112 @@
+"""What templates need besides the data: labels, ages, and the diff split by file with syntax
+highlighting (Pygments, classes only: the stylesheet colours them)."""
+import re
+import time
+
+from markupsafe import Markup, escape
+from pygments import lex
+from pygments.lexers import get_lexer_for_filename
+from pygments.lexers.special import TextLexer
+from pygments.token import STANDARD_TYPES
+from pygments.util import ClassNotFound
+
+MAX_DIFF_LINES = 20_000
+HUNK_RE = re.compile(r"^@@ -\d+(?:,\d+)? \+\d+(?:,\d+)? @@")
+
+
+def actor_label(actor) -> str:
+    if isinstance(actor, str):
+        return actor
+    if not isinstance(actor, dict):
+        return "?"
+    if actor.get("kind") == "agent":
+        return f"agent:{actor.get('name')}/{actor.get('session')}"
+    if actor.get("kind") == "human":
+        return f"human:{actor.get('name')}"
+    return "daemon"
+
+
+def age(ms: int | None, now_ms: int | None = None) -> str:
+    if not ms:
+        return "-"
+    s = max(0, ((now_ms or int(time.time() * 1000)) - ms) // 1000)
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m"
+    if s < 86400:
+        return f"{s // 3600}h {s % 3600 // 60}m"
+    return f"{s // 86400}d"
+
+
+def clock(ms: int | None) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ms / 1000)) if ms else "-"
+
+
+def _lexer(path: str):
+    try:
+        return get_lexer_for_filename(path, stripnl=False, ensurenl=False)
+    except ClassNotFound:
+        return TextLexer(stripnl=False, ensurenl=False)
+
+
+def _highlight(lexer, text: str) -> Markup:
+    out = []
+    for ttype, value in lex(text, lexer):
+        while ttype not in STANDARD_TYPES:
+            ttype = ttype.parent
+        cls = STANDARD_TYPES[ttype]
+        out.append(f'<span class="{cls}">{escape(value)}</span>' if cls else str(escape(value)))
+    return Markup("".join(out))
+
+
+def diff_files(diff: str) -> list[dict]:
+    """[{path, lines: [(kind, old_no, new_no, html)]}] of a unified diff; each side's line is
+    highlighted with the lexer of its file's name."""
+    files: list[dict] = []
+    cur = None
+    old_no = new_no = 0
+    for n, line in enumerate(diff.splitlines()):
+        if n >= MAX_DIFF_LINES:
+            if cur:
+                cur["lines"].append(("note", "", "", Markup("… the rest of the diff is not shown")))
+            break
+        if line.startswith("diff --git "):
+            path = line.split(" b/", 1)[-1]
+            cur = {"path": path, "lexer": _lexer(path), "lines": []}
+            files.append(cur)
+        elif cur is None or line.startswith(("--- ", "+++ ", "index ", "new file", "deleted file", "similarity", "rename ", "old mode", "new mode", "Binary")):
+            continue
+        elif line.startswith("@@"):
+            m = re.match(r"^@@ -(\d+)(?:,\d+)? \+(\d+)", line)
+            old_no, new_no = (int(m.group(1)), int(m.group(2))) if m else (0, 0)
+            cur["lines"].append(("hunk", "", "", escape(line)))
+        elif line.startswith("+"):
+            cur["lines"].append(("add", "", new_no, _highlight(cur["lexer"], line[1:])))
+            new_no += 1
+        elif line.startswith("-"):
+            cur["lines"].append(("del", old_no, "", _highlight(cur["lexer"], line[1:])))
+            old_no += 1
+        elif line.startswith("\\"):
+            cur["lines"].append(("note", "", "", escape(line)))
+        else:
+            cur["lines"].append(("ctx", old_no, new_no, _highlight(cur["lexer"], line[1:])))
+            old_no += 1
+            new_no += 1
+    for f in files:
+        del f["lexer"]
+    return files
+
+
+def claim_rows(claim: dict | None, facts: dict | None) -> list[dict]:
+    """Each claim field beside what the facts say, flagged where they differ."""
+    claim, facts = claim or {}, facts or {}
+    rows = []
+    for field in ("edits", "adds", "deletes", "deleted_files", "signature_changes"):
+        c, f = sorted(claim.get(field) or []), sorted(facts.get(field) or [])
+        rows.append({"field": field, "claimed": c, "facts": f, "match": c == f})
+    return rows
+
+
+def register(env) -> None:
+    env.filters.update(actor=actor_label, age=age, clock=clock)

@@ -1,0 +1,100 @@
+"""The asyncio twin of `lonca.client.Client`, for the console: the same checks of the daemon before
+anything is sent (seed 001, "Verifying the daemon"), one request at a time per connection, and the
+same typed errors. A long poll (`log` with `wait_ms`) holds a socket, not a thread."""
+import asyncio
+import itertools
+import json
+import socket
+import struct
+from pathlib import Path
+
+from lonca import paths
+from lonca.client import Unreachable, expected_uid, verify_socket
+from lonca.protocol import BIG_LINE_MAX, LoncaError
+
+
+class AsyncClient:
+    def __init__(self, path: Path | None = None, timeout: float | None = 60.0):
+        self.path = Path(path) if path else paths.socket_path()
+        self.timeout = timeout
+        self._reader: asyncio.StreamReader | None = None
+        self._writer: asyncio.StreamWriter | None = None
+        self._ids = itertools.count(1)
+        self._lock = asyncio.Lock()
+
+    async def connect(self) -> None:
+        uid, from_file = expected_uid()
+        verify_socket(self.path, uid, from_file)
+        try:
+            reader, writer = await asyncio.open_unix_connection(str(self.path), limit=BIG_LINE_MAX + 1024)
+        except OSError as e:
+            raise Unreachable(f"cannot connect to {self.path}: {e.strerror or e}") from None
+        sock = writer.get_extra_info("socket")
+        _pid, peer_uid, _gid = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
+        if peer_uid != uid:
+            writer.close()
+            raise Unreachable(f"the process behind {self.path} runs as uid {peer_uid}, not {uid}; refusing it")
+        self._reader, self._writer = reader, writer
+
+    def close(self) -> None:
+        if self._writer:
+            self._writer.close()
+        self._reader = self._writer = None
+
+    async def call(self, method: str, params: dict | None = None, *, repo: str | None = None,
+                   token: str | None = None, timeout: float | None = None):
+        async with self._lock:
+            if self._writer is None:
+                await self.connect()
+            req = {"id": next(self._ids), "method": method}
+            if token is not None:
+                req["token"] = token
+            if repo is not None:
+                req["repo"] = repo
+            req["params"] = params or {}
+            try:
+                self._writer.write(json.dumps(req, ensure_ascii=False, separators=(",", ":")).encode() + b"\n")
+                await self._writer.drain()
+                line = await asyncio.wait_for(self._reader.readline(), timeout or self.timeout)
+            except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, ValueError) as e:
+                self.close()
+                raise Unreachable(f"the daemon connection failed: {type(e).__name__}") from None
+            except asyncio.CancelledError:
+                self.close()  # the answer may still come: this connection can no longer be trusted in order
+                raise
+            if not line:
+                self.close()
+                raise Unreachable("the daemon closed the connection")
+            try:
+                resp = json.loads(line)
+            except ValueError:
+                raise Unreachable("the daemon answered something that is not the protocol") from None
+            if not isinstance(resp, dict) or "ok" not in resp:
+                raise Unreachable("the daemon answered something that is not the protocol")
+            if resp["ok"]:
+                return resp["result"]
+            err = resp.get("error") or {}
+            if resp.get("id") == 0:
+                self.close()
+            raise LoncaError(err.get("code", "internal"), err.get("message", ""))
+
+
+class ClientPool:
+    """A few connections shared by the console's requests; each call takes a free one."""
+
+    def __init__(self, path: Path | None = None, size: int = 8):
+        self.path = path
+        self._free: asyncio.Queue[AsyncClient] = asyncio.Queue()
+        for _ in range(size):
+            self._free.put_nowait(AsyncClient(path))
+
+    async def call(self, method: str, params: dict | None = None, *, repo: str | None = None, token: str | None = None):
+        client = await self._free.get()
+        try:
+            return await client.call(method, params, repo=repo, token=token)
+        finally:
+            self._free.put_nowait(client)
+
+    def close(self) -> None:
+        while not self._free.empty():
+            self._free.get_nowait().close()

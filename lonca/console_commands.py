@@ -1,0 +1,97 @@
+"""`lonca console` (the review console alone) and `lonca up` (the worker and the console together,
+stopped together on Ctrl-C; `--demo` adds a demo repository and simulated agents)."""
+import os
+import subprocess
+import sys
+import time
+
+from lonca.client import Client, Unreachable
+from lonca.output import OK, USAGE, Usage
+
+DEFAULT_PORT = 8765
+
+
+def register(sub) -> None:
+    c = sub.add_parser("console", help="serve the review console (the worker must be running)")
+    _console_args(c)
+    c.set_defaults(run=cmd_console)
+    u = sub.add_parser("up", help="start the worker and the review console together (Ctrl-C stops both)")
+    _console_args(u)
+    u.add_argument("--demo", action="store_true",
+                   help="also create a demo repository and run simulated agents; enrols every key registered "
+                        "in the console with your file key (for a newcomer on their own machine only)")
+    u.set_defaults(run=cmd_up)
+
+
+def _console_args(p) -> None:
+    p.add_argument("--host", default="localhost", help="the interface to listen on (default localhost)")
+    p.add_argument("--port", type=int, default=DEFAULT_PORT)
+    p.add_argument("--origin", help="the origin browsers use, e.g. https://review.example.com (default http://HOST:PORT)")
+
+
+def _settings(make, args):
+    try:
+        return make(args.host, args.port, args.origin)
+    except ValueError as e:
+        raise Usage(str(e)) from None
+
+
+def _serve(app, args) -> None:
+    import uvicorn
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning", timeout_graceful_shutdown=2)
+
+
+def cmd_console(args) -> int:
+    from lonca.console import settings
+    from lonca.console.app import create_app
+
+    cfg = _settings(settings.make, args)
+    print(f"lonca console: {cfg.origin}/ (worker socket {cfg.socket})", flush=True)
+    _serve(create_app(cfg), args)
+    return OK
+
+
+def _wait_for_worker(proc: subprocess.Popen, deadline_s: float = 60) -> None:
+    end = time.time() + deadline_s
+    while time.time() < end:
+        if proc.poll() is not None:
+            raise Usage("the worker exited at start; its messages are above")
+        try:
+            with Client(timeout=5) as c:
+                c.call("ping")
+            return
+        except (Unreachable, OSError):
+            time.sleep(0.1)
+    raise Usage("the worker did not answer ping within a minute")
+
+
+def cmd_up(args) -> int:
+    from lonca.console import settings
+    from lonca.console.app import create_app
+
+    cfg = _settings(settings.make, args)
+    worker = subprocess.Popen([sys.executable, "-m", "lonca", "daemon"], env=os.environ.copy())
+    try:
+        _wait_for_worker(worker)
+        app = create_app(cfg)
+        demo = None
+        if args.demo:
+            from lonca.demo import Demo
+            demo = Demo(app.state.enrolments)
+            demo.start()
+        print(f"lonca up: the console is at {cfg.origin}/  (Ctrl-C stops the console and the worker)", flush=True)
+        _serve(app, args)
+        if demo:
+            demo.stop()
+    except Usage as e:
+        print(f"usage: {e}", file=sys.stderr)
+        return USAGE
+    finally:
+        if worker.poll() is None:
+            worker.terminate()
+        try:
+            worker.wait(20)
+        except subprocess.TimeoutExpired:
+            worker.kill()
+            worker.wait()
+    return OK

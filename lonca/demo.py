@@ -1,0 +1,106 @@
+"""`lonca up --demo`: a demo repository and a few simulated agents speaking the socket protocol,
+so a newcomer sees the console move. The operator's file key creates the repository, starts the
+agents' sessions and enrols every key registered in the console (only for a demo on one's own
+machine: that is what `--demo` says in its help)."""
+import subprocess
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from lonca import humankeys
+from lonca.client import Client, Unreachable
+from lonca.protocol import LoncaError
+
+REPO = "demo"
+AGENTS = (("ada", "tidy the billing module"), ("bo", "add tests for the client"), ("cem", "document the install"))
+FILES = {
+    "billing.py": "def charge(amount):\n    return amount * 2\n\n\ndef refund(amount):\n    return -amount\n",
+    "client.py": "from billing import charge\n\n\nclass Client:\n    def pay(self):\n        return charge(1)\n",
+    "README.md": "# Demo\n\n## Install\n\nRun it.\n",
+}
+BEAT_S = 5.0
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _git_source() -> Path:
+    src = Path(tempfile.mkdtemp(prefix="lonca-demo-src-"))
+    env = {"GIT_AUTHOR_NAME": "Demo", "GIT_AUTHOR_EMAIL": "demo@localhost", "GIT_COMMITTER_NAME": "Demo",
+           "GIT_COMMITTER_EMAIL": "demo@localhost", "PATH": "/usr/bin:/bin"}
+    for name, text in FILES.items():
+        (src / name).write_text(text)
+    for argv in (["init", "-q", "-b", "main"], ["add", "."], ["commit", "-qm", "demo"]):
+        subprocess.run(["git", *argv], cwd=src, env=env, check=True, capture_output=True, timeout=60)
+    return src
+
+
+class Demo:
+    def __init__(self, enrolments):
+        self.enrolments = enrolments
+        self.human = humankeys.default_human()
+        self.key = humankeys.load_key(self.human) or humankeys.create_key(self.human)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="lonca-demo", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(10)
+
+    def _login(self, c: Client) -> str:
+        return c.call("human.login", {"sig": self.key.sign_login(None, 3_600_000), "ttl_ms": 3_600_000})["token"]
+
+    def _setup(self, c: Client) -> str | None:
+        try:
+            token = self._login(c)
+        except LoncaError:
+            token = None
+        repos = c.call("repo.list", token=token) if token else []
+        if REPO not in repos:
+            p = c.call("repo.prepare_init", {"repo": REPO, "human": self.human, "human_key": self.key.public,
+                                             "import_from": str(_git_source())}, token=token)
+            c.call("repo.init", {"op": p["op"], "sig": self.key.sign_op(REPO, p["op"])}, token=token)
+            token = self._login(c)
+        print(f"lonca demo: repository {REPO} (created by {self.human}); keys registered in the console are enrolled", flush=True)
+        return token
+
+    def _submit(self, c: Client, token: str, op: dict) -> dict:
+        return c.call("human.submit", {"op": op, "sig": self.key.sign_op(REPO, op)}, repo=REPO, token=token)
+
+    def _start_agents(self, c: Client, token: str) -> list[str]:
+        tokens = []
+        for agent, task in AGENTS:
+            op = {"op": "session.start", "session": f"{agent}-{now_ms() % 100000}", "agent": agent, "model": "demo",
+                  "task": task, "expires_ms": now_ms() + 8 * 3600_000,
+                  "scope": {"paths": ["**"], "symbols": None, "ops": [], "max_files": None, "max_lines": None, "scratch": []}}
+            tokens.append(self._submit(c, token, op)["token"])
+        return tokens
+
+    def _enrol_requests(self, c: Client, token: str) -> None:
+        for r in self.enrolments.all():
+            try:
+                self._submit(c, token, {"op": "human.enroll", "human": r.human, "key": r.key})
+                print(f"lonca demo: enrolled {r.human} in {REPO}", flush=True)
+            except LoncaError as e:
+                print(f"lonca demo: could not enrol {r.human}: {e.code}: {e.message}", flush=True)
+            self.enrolments.remove(r.id)
+
+    def _run(self) -> None:
+        try:
+            with Client() as c:
+                token = self._setup(c)
+                agents = self._start_agents(c, token)
+                next_beat = 0.0
+                while not self._stop.wait(0.5):
+                    self._enrol_requests(c, token)
+                    if time.time() >= next_beat:
+                        for t in agents:
+                            c.call("session.heartbeat", token=t)
+                        next_beat = time.time() + BEAT_S
+        except (LoncaError, Unreachable) as e:
+            print(f"lonca demo stopped: {e}", flush=True)
