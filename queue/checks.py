@@ -63,21 +63,29 @@ def run_check(argv: list[str], cwd: Path, env_names: list[str] | tuple[str, ...]
     tail = bytearray()
     dropped = False
     counts = {proc.stdout.fileno(): 0, proc.stderr.fileno(): 0}
-    timed_out = overflowed = False
+    timed_out = overflowed = exited = False
     deadline = start + timeout_s
     sel = selectors.DefaultSelector()
     for stream in (proc.stdout, proc.stderr):
         os.set_blocking(stream.fileno(), False)
         sel.register(stream.fileno(), selectors.EVENT_READ)
-    exited = False
+    # the leader's exit wakes the loop through a pidfd; without one (not Linux) it is polled
+    pidfd = _pidfd(proc.pid)
+    if pidfd is not None:
+        sel.register(pidfd, selectors.EVENT_READ)
     try:
-        while sel.get_map():
+        while not exited or any(fd in counts for fd in sel.get_map()):
             left = deadline - time.monotonic()
             if left <= 0:
                 timed_out = not exited
                 break
-            for key, _ in sel.select(timeout=min(left, 0.2)):
+            # a program may close its pipes before it exits: they say nothing about its end
+            wait = min(left, 0.2 if pidfd is not None or len(sel.get_map()) == 2 else 0.01)
+            for key, _ in sel.select(timeout=wait):
                 fd = key.fd
+                if fd == pidfd:
+                    sel.unregister(fd)
+                    continue
                 try:
                     chunk = os.read(fd, _READ)
                 except BlockingIOError:
@@ -107,6 +115,8 @@ def run_check(argv: list[str], cwd: Path, env_names: list[str] | tuple[str, ...]
     finally:
         _kill_group(proc.pid)
         sel.close()
+        if pidfd is not None:
+            os.close(pidfd)
         proc.stdout.close()
         proc.stderr.close()
         code = proc.wait()
@@ -120,6 +130,13 @@ def run_check(argv: list[str], cwd: Path, env_names: list[str] | tuple[str, ...]
                         f"output over {max_bytes} bytes on one stream; its process group was killed")
     result = "pass" if code == 0 else "fail"
     return CheckRun(list(argv), result, code, duration, False, False, bytes(tail), truncated, None)
+
+
+def _pidfd(pid: int) -> int | None:
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        return None
 
 
 def _leader_exited(pid: int) -> bool:

@@ -172,3 +172,10 @@ def test_merge_attestation(tmp_path):
     ok = merge_trees(repo, base, ours, write_tree(repo, {"a.txt": b"1\n", "b.txt": b"x\n"}))
     passed = merge_attestation(ok, str(ours))
     assert (passed["result"], passed["subject_tree"]) == ("pass", ok.tree)
+
+
+def test_closing_the_pipes_early_is_not_the_end(tmp_path):
+    # coreutils close stdout before they exit: the check is over only when the process is
+    code = "import os, sys, time; print('x', flush=True); os.close(1); os.close(2); time.sleep(0.5); sys.exit(4)"
+    run = run_check([PY, "-c", code], tmp_path, [], 30, 1 << 20)
+    assert (run.result, run.exit, run.output) == ("fail", 4, b"x\n")

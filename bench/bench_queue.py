@@ -1,0 +1,138 @@
+"""Merge queue benchmarks (`python -m bench queue`).
+
+1. Integrations per second: 1 000 queued changes, each editing its own file of a 2 000-file
+   repository and proposed on the same trunk, integrated one after the other with no checks:
+   lonca.queue (pygit2, in memory, then the trunk ref moved) beside the git CLI loop on the
+   same repository and the same commits (`git merge-tree --write-tree`, `git commit-tree`,
+   `git update-ref`). Both must end on the same tree.
+2. Batched verification: 64 queued changes with a 2-second check, batches of the policy's size
+   against one change at a time. One at a time costs a check per change, so its rate is
+   measured on the first 8 changes.
+"""
+from __future__ import annotations
+
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pygit2
+from pygit2.enums import FileMode
+
+from bench.worker import table
+from lonca.queue import CheckSpec, QueuedChange, Verdict, integrate, reasons, run_batch, verify_tree
+
+SIG = pygit2.Signature("Bench", "bench@lonca.invalid", 1_700_000_000, 0)
+FILES, FOLDERS, CHANGES = 2000, 40, 1000
+
+
+def _folder(i: int) -> str:
+    return f"pkg{i % FOLDERS:02d}"
+
+
+def build_repo(path: Path, n_files: int) -> tuple[pygit2.Repository, pygit2.Oid]:
+    repo = pygit2.init_repository(str(path), bare=True)
+    folders: dict[str, pygit2.TreeBuilder] = {}
+    for i in range(n_files):
+        blob = repo.create_blob(f"def f{i}(x):\n    return x + {i}\n".encode())
+        folders.setdefault(_folder(i), repo.TreeBuilder()).insert(f"m{i}.py", blob, FileMode.BLOB)
+    root = repo.TreeBuilder()
+    for name, tb in folders.items():
+        root.insert(name, tb.write(), FileMode.TREE)
+    trunk = repo.create_commit("refs/heads/main", SIG, SIG, "base\n", root.write(), [])
+    return repo, trunk
+
+
+def make_change(repo: pygit2.Repository, base: pygit2.Oid, i: int, extra: bytes = b"") -> pygit2.Oid:
+    """A commit on `base` that edits pkgNN/m<i>.py."""
+    tree = repo[base].tree
+    folder = _folder(i)
+    sub = repo.TreeBuilder(repo[tree[folder].id])
+    sub.insert(f"m{i}.py", repo.create_blob(f"def f{i}(x):\n    return x * {i}\n".encode() + extra), FileMode.BLOB)
+    root = repo.TreeBuilder(tree)
+    root.insert(folder, sub.write(), FileMode.TREE)
+    return repo.create_commit(None, SIG, SIG, f"change {i}\n", root.write(), [base])
+
+
+def _git(repo_path: Path, *args: str) -> str:
+    env = {"PATH": "/usr/bin:/bin", "GIT_AUTHOR_NAME": "Bench", "GIT_AUTHOR_EMAIL": "bench@lonca.invalid",
+           "GIT_COMMITTER_NAME": "Bench", "GIT_COMMITTER_EMAIL": "bench@lonca.invalid",
+           "GIT_AUTHOR_DATE": "1700000000 +0000", "GIT_COMMITTER_DATE": "1700000000 +0000"}
+    return subprocess.run(["git", "-c", "gc.auto=0", "--git-dir", str(repo_path), *args], env=env,
+                          check=True, capture_output=True, text=True, timeout=60).stdout.strip()
+
+
+def integration_rates() -> tuple[float, float]:
+    with tempfile.TemporaryDirectory(prefix="lonca-bench-queue-") as tmp:
+        path = Path(tmp) / "store.git"
+        repo, base = build_repo(path, FILES)
+        changes = [make_change(repo, base, i * (FILES // CHANGES)) for i in range(CHANGES)]
+        repo.references.create("refs/heads/cli", base)
+
+        trunk = base
+        t0 = time.perf_counter()
+        for c in changes:
+            out = integrate(repo, trunk, c, base, "integrate\n", SIG)
+            repo.references["refs/heads/main"].set_target(out.commit)
+            trunk = out.commit
+        ours = CHANGES / (time.perf_counter() - t0)
+
+        cli_trunk = str(base)
+        t0 = time.perf_counter()
+        for c in changes:
+            # git 2.39 has no --merge-base: it finds the base (the change's parent) itself
+            tree = _git(path, "merge-tree", "--write-tree", cli_trunk, str(c)).splitlines()[0]
+            cli_trunk = _git(path, "commit-tree", tree, "-p", cli_trunk, "-m", "integrate")
+            _git(path, "update-ref", "refs/heads/cli", cli_trunk)
+        theirs = CHANGES / (time.perf_counter() - t0)
+        if str(repo[trunk].tree_id) != str(repo[cli_trunk].tree_id):
+            raise RuntimeError("lonca.queue and git ended on different trees")
+        return ours, theirs
+
+
+def batch_rates(batch_size: int, n: int = 64, single: int = 8) -> tuple[float, float, int]:
+    """(batched changes/s, one-at-a-time changes/s, verifications in the batched run)."""
+    check = [CheckSpec("tests", ("sleep", "2"), 30)]
+    with tempfile.TemporaryDirectory(prefix="lonca-bench-batch-") as tmp:
+        repo, base = build_repo(Path(tmp) / "store.git", 200)
+        queue = [QueuedChange(f"c{i}", str(make_change(repo, base, i)), str(base), f"change {i}\n", SIG)
+                 for i in range(n)]
+        calls = 0
+
+        def verify(prefix, candidate):
+            nonlocal calls
+            calls += 1
+            results = verify_tree(repo, candidate, check)
+            why = reasons(results, ["tests"])
+            return Verdict(not why, why, results)
+
+        def drain(items: list[QueuedChange], size: int) -> float:
+            trunk, pending = str(base), list(items)
+            t0 = time.perf_counter()
+            while pending:
+                out = run_batch(repo, trunk, pending[:size], verify)
+                if len(out.landed) != min(size, len(pending)):
+                    raise RuntimeError(f"a batch did not land whole: {out.rejected} {out.conflicted}")
+                trunk, pending = out.trunk_after, pending[size:]
+            return len(items) / (time.perf_counter() - t0)
+
+        batched = drain(queue, batch_size)
+        batched_calls = calls
+        one_at_a_time = drain(queue[:single], 1)
+        return batched, one_at_a_time, batched_calls
+
+
+def main() -> None:
+    ours, git = integration_rates()
+    rows = [(f"integrations/s, {CHANGES} changes, {FILES} files (vs git CLI)", ours, git, ">= 5x")]
+    for size in (8, 16):
+        batched, single, calls = batch_rates(size)
+        rows.append((f"changes/s, 64 x 2 s check, batch {size} ({calls} checks)", batched, single,
+                     ">= 8x" if size == 8 else "-"))
+    table(rows)
+    print("baseline of the batch rows: one change per check, measured on 8 changes", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
