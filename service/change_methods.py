@@ -377,6 +377,26 @@ def change_json(rs: RepoState, rec: ChangeRec) -> dict:
             "evidence": rec.evidence, "intent": rec.intent, "paths": rec.paths, "session": rec.session}
 
 
+TAIL = 32 * 1024
+
+
+def evidence_of(store: pygit2.Repository, a: dict) -> dict:
+    """change.get's evidence from an attestation of the log; the output tail is its `log` blob."""
+    det = a.get("details") or {}
+    text, truncated = None, det.get("log_truncated") == "true"
+    if a.get("log"):
+        try:
+            data = store[a["log"]].data
+            truncated = truncated or len(data) > TAIL
+            text = data[-TAIL:].decode("utf-8", "replace")
+        except (KeyError, ValueError):
+            text = None
+    num = lambda k: int(det[k]) if det.get(k, "").lstrip("-").isdigit() else None
+    return {"check": a["check"], "result": a["result"], "exit": num("exit"), "duration_ms": num("duration_ms"),
+            "attempts": num("attempts"), "sandbox": None, "error": det.get("error"), "details": det,
+            "log": text, "log_truncated": truncated}
+
+
 @method("change.get", "read")
 async def get(call: Call) -> dict:
     p = params_of(call, {"change"}, {"change"})
@@ -384,7 +404,10 @@ async def get(call: Call) -> dict:
     rec = rs.changes.get(expect(p["change"], str, "change"))
     if rec is None:
         raise LoncaError("not_found", f"no change {p['change']}")
-    return change_json(rs, rec)
+    out = change_json(rs, rec)
+    store = call.daemon.store(rs.name)
+    out["evidence"] = [evidence_of(store, a) for a in rec.evidence]
+    return out
 
 
 @method("change.resolve", "read")

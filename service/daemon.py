@@ -10,9 +10,15 @@ from sqlmodel import Session, select
 
 from lonca.audit import ChainVerifier
 from lonca.protocol import LoncaError
+from lonca.symbols import SymbolCache
 
 from . import auth, daemonkey, gitstore
-from . import human_methods, key_methods, read_methods, security_methods, session_methods  # noqa: F401  (they fill the method table)
+from . import (change_methods, event_methods, human_methods, key_methods, lease_methods,  # noqa: F401
+               read_methods, review_methods, security_methods, session_methods)  # (they fill the method table)
+from .change_build import TreeMaps
+from .policy import Policy, load as load_policy
+from .queue_runner import QueueRunner
+from .ratelimit import RateLimiter
 from .config import Config
 from .log import LogWriter
 from .methods import METHODS, Call
@@ -28,9 +34,16 @@ class Daemon:
     def __init__(self, config: Config):
         self.config = config
         self.engine = None
-        self.state = State()
+        self.state = State(self.policy_of)
         self.tokens = auth.Tokens([])
         self._stores: dict[str, pygit2.Repository] = {}
+        self._policies: dict[tuple[str, str], Policy] = {}
+        self.tree_maps = TreeMaps()
+        self.symbols = SymbolCache()
+        self.rate = RateLimiter()
+        self.told: dict[tuple[str, str], set] = {}  # inbox: what each session was told (memory only)
+        self.verifying: set[str] = set()  # changes whose checks are running
+        self.queue = QueueRunner(self)
         self.server = SocketServer(config.socket, config.limits, self.handle, config.allowed_uids)
 
     def now_ms(self) -> int:
@@ -49,11 +62,12 @@ class Daemon:
         self.log.start()
         await self.server.start()
         self._sweeper = asyncio.get_running_loop().create_task(self._sweep())
+        self.queue.start()
 
     def _replay(self) -> None:
         """State is the replay of the logs, each checked against its chain; a log that does not
         verify stops the start (`integrity`)."""
-        state = State()
+        state = State(self.policy_of)
         with Session(self.engine) as s:
             for repo in repos_in_log(self.engine):
                 verifier = ChainVerifier(repo)
@@ -79,13 +93,39 @@ class Daemon:
         self.tokens = auth.Tokens(tokens)
 
     def _check_store(self, repo: str, state: State) -> None:
+        """The store exists, and trunk's ref names what the last integration logged: a crash
+        between the entry and the ref is repaired from the log, the truth."""
         path = self.config.repos_dir / f"{repo}.git"
         if not path.exists():
             raise LoncaError("integrity", f"the git store of {repo} is missing at {path}")
+        store = gitstore.open_store(path)
+        want = state.repos[repo].trunk
+        if gitstore.trunk(store) != want:
+            log.warning("%s: trunk's ref was not the last integration's; set back to %s", repo, want)
+            store.references.create(gitstore.TRUNK_REF, pygit2.Oid(hex=want), force=True)
 
     def _reload(self) -> None:
         log.error("a log commit failed; replaying the logs to get back to what is durable")
         self._replay()
+
+    def policy_text(self, repo: str, commit_id: str) -> str | None:
+        """lonca.toml of a commit in the repository's store, None when absent."""
+        path = self.config.repos_dir / f"{repo}.git"
+        store = self._stores.get(repo) or gitstore.open_store(path)
+        try:
+            commit = store.get(commit_id)
+            return store[commit.tree["lonca.toml"].id].data.decode("utf-8", "replace")
+        except (KeyError, ValueError, AttributeError, TypeError):
+            return None
+
+    def policy_of(self, repo: str, commit_id: str) -> Policy:
+        key = (repo, commit_id)
+        if key not in self._policies:
+            self._policies[key] = load_policy(self.policy_text(repo, commit_id))
+        return self._policies[key]
+
+    def queue_wake(self) -> None:
+        self.queue.wake.set()
 
     def store(self, repo: str) -> pygit2.Repository:
         if repo not in self._stores:
@@ -159,6 +199,7 @@ class Daemon:
 
     async def stop(self) -> None:
         self._sweeper.cancel()
+        await self.queue.stop()
         await self.server.close()
         await self.log.stop()
         self.engine.dispose()

@@ -14,6 +14,7 @@ from . import gitstore, presence, signatures
 from .auth import new_human_token, token_hash
 from .log import Draft, allow
 from .methods import Call, expect, method, params_of
+from .review_methods import decide_approve, decide_policy_update, decide_reject
 from .session_methods import decide_session_start
 from .store import NonceRow, PreparedRow, TokenRow
 
@@ -166,7 +167,8 @@ async def logout(call: Call) -> dict:
 
 
 # Operation kinds human.submit takes, each decided by its own function (later issues add more).
-SUBMIT_OPS = {"session.start": decide_session_start}
+SUBMIT_OPS = {"session.start": decide_session_start, "approve": decide_approve, "reject": decide_reject,
+              "policy.update": decide_policy_update}
 
 
 @method("human.submit", "human")

@@ -1,10 +1,17 @@
-"""The worker's state: nothing but the replay of the logs. `apply` is the one place an entry
-changes it, for entries being appended and for entries replayed at start alike."""
+"""The worker's state: nothing but the replay of the logs. `State.apply` is the one place an entry
+changes it, for entries being appended and for entries replayed at start alike; it reads the
+policy in force through `policy_of(repo, policy_id)` so replay decides exactly as the live run did."""
+import heapq
 from dataclasses import dataclass, field
+from typing import Callable
 
 from lonca.protocol import ZERO_HASH
 
 from . import presence
+from .lease_model import Interest, LeaseIndex, LeaseSet, Reservation, items_conflict
+from .policy import DEFAULT, Policy
+
+LEAVES_QUEUE = ("integrated", "conflicted", "rejected", "withdrawn")
 
 
 @dataclass
@@ -25,6 +32,7 @@ class SessionRec:
     end_reason: str | None = None
     last_seen_ms: int | None = None
     verification_ms: int = 0
+    unproposed: dict | None = None
 
     def active(self, now_ms: int) -> bool:
         return not self.ended and now_ms < self.expires_ms
@@ -36,9 +44,43 @@ class SessionRec:
             "expires_ms": self.expires_ms, "level": self.level, "taint": self.taint,
             "active": self.active(now_ms), "ended": self.ended, "last_seen_ms": self.last_seen_ms,
             "verification_ms": self.verification_ms, "harness": self.harness,
-            "continued_from": None, "continued_by": None, "unproposed": None,
+            "continued_from": None, "continued_by": None, "unproposed": self.unproposed,
             "bound_ms": None, "last_hook_ms": None, "unhooked": None,
         }
+
+
+@dataclass
+class ChangeRec:
+    id: str
+    actor: dict
+    session: str | None
+    commit: str
+    base: str
+    claim: dict
+    facts: dict
+    status: dict
+    provenance: str
+    proposed_seq: int
+    created_ms: int
+    version: int
+    paths: list[str]
+    intent: str
+    checks: list[str] = field(default_factory=list)
+    integrate_seq: int | None = None
+    integrate_decision: dict | None = None
+    evidence: list = field(default_factory=list)
+    versions: list[int] = field(default_factory=list)  # proposed_seq of every version
+
+
+@dataclass
+class PendingRec:
+    seq: int
+    created_ms: int
+    actor: dict
+    op: str
+    reasons: list[str]
+    change: str | None
+    approvals: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -46,20 +88,107 @@ class RepoState:
     name: str
     daemon_key: str
     trunk: str
-    policy: str
+    policy_id: str
     profile: str
-    humans: dict[str, dict] = field(default_factory=dict)  # name -> human key {"alg", "public"}
+    policy: Policy = DEFAULT
+    humans: dict[str, dict] = field(default_factory=dict)  # name -> human key
     sessions: dict[str, SessionRec] = field(default_factory=dict)
     frozen: str | None = None
     next_seq: int = 1
     head_hash: str = ZERO_HASH
+    trunks: dict[str, int] = field(default_factory=dict)  # every commit that was trunk -> integrations before it
+    integrations: int = 0
+    sets: dict[str, LeaseSet] = field(default_factory=dict)
+    index: LeaseIndex = field(default_factory=LeaseIndex)
+    sets_by_session: dict[str, set[str]] = field(default_factory=dict)
+    interests: list[Interest] = field(default_factory=list)
+    reservations: list[Reservation] = field(default_factory=list)
+    changes: dict[str, ChangeRec] = field(default_factory=dict)
+    pending: dict[int, PendingRec] = field(default_factory=dict)
+    queue: list[str] = field(default_factory=list)
+    verification_days: dict[int, int] = field(default_factory=dict)  # UTC day -> ms of checks run
+    pins: dict[str, set[str]] = field(default_factory=dict)  # change -> lease sets with items pinned to it
+    events: list[tuple[dict, frozenset]] = field(default_factory=list)  # (event, sessions it is for)
+    _expiries: list[tuple[int, str, str]] = field(default_factory=list)  # (when, "set"|"beat"|"session", id)
+
+    # -- lease liveness -----------------------------------------------------------------------
+
+    def set_live(self, s: LeaseSet, now_ms: int) -> bool:
+        rec = self.sessions.get(s.session)
+        if rec is None or not rec.active(now_ms) or now_ms >= s.expires_ms:
+            return False
+        return rec.last_seen_ms is None or now_ms < rec.last_seen_ms + self.policy.heartbeat_timeout_ms
+
+    def live_items(self, s: LeaseSet, now_ms: int) -> list[tuple[dict, str | None]]:
+        """(item, change it is pinned to or None) for what the set holds now."""
+        out = [(i, None) for i in s.items] if self.set_live(s, now_ms) else []
+        out += [(i, c) for c, items in s.pinned.items() for i in items]
+        return out
+
+    def holders(self, items: list[dict], session: str, now_ms: int) -> list[tuple[LeaseSet, dict, dict, str | None]]:
+        """(set, held item, requested item, pinned change) for each conflict with another session."""
+        out = []
+        for sid in sorted(self.index.candidates(items)):
+            s = self.sets[sid]
+            if s.session == session:
+                continue
+            for held, pinned in self.live_items(s, now_ms):
+                for want in items:
+                    if items_conflict(held, want):
+                        out.append((s, held, want, pinned))
+        return out
+
+    def add_set(self, s: LeaseSet) -> None:
+        self.sets[s.id] = s
+        self.index.add(s)
+        self.sets_by_session.setdefault(s.session, set()).add(s.id)
+        heapq.heappush(self._expiries, (s.expires_ms, "set", s.id))
+
+    def drop_set(self, s: LeaseSet, keep_pinned: bool = True) -> None:
+        """The set ends; what is pinned to a change in flight stays until the change leaves."""
+        self.index.remove(s)
+        if keep_pinned and s.pinned:
+            s.items = []
+            self.index.add(s)
+            return
+        self.sets.pop(s.id, None)
+        ids = self.sets_by_session.get(s.session)
+        if ids:
+            ids.discard(s.id)
+
+    def move_set(self, s: LeaseSet, to_session: str) -> None:
+        ids = self.sets_by_session.get(s.session)
+        if ids:
+            ids.discard(s.id)
+        s.session = to_session
+        self.sets_by_session.setdefault(to_session, set()).add(s.id)
+
+    def unpin(self, change: str) -> None:
+        """The change left the queue: its pinned items go, and sets left with nothing go too."""
+        for sid in self.pins.pop(change, ()):
+            s = self.sets.get(sid)
+            if s and change in s.pinned:
+                self.index.remove(s)
+                del s.pinned[change]
+                if s.items or s.pinned:
+                    self.index.add(s)
+                else:
+                    self.drop_set(s, keep_pinned=False)
+
+    def workspace_sessions(self, session: str) -> set[str]:
+        """A session and those it continues (one workspace)."""
+        return {session}
+
+    def event(self, e: dict, *sessions: str) -> None:
+        self.events.append((e, frozenset(sessions)))
 
 
 class State:
-    def __init__(self):
+    def __init__(self, policy_of: Callable[[str, str], Policy] = lambda repo, pid: DEFAULT):
         self.repos: dict[str, RepoState] = {}
         self.nonces: dict[str, int] = {}  # nonce -> when it can be forgotten (a signature is stale by then)
         self.sign_counts: dict[str, int] = {}  # WebAuthn key public -> last sign count (service/presence.py)
+        self.policy_of = policy_of
 
     def repo(self, name: str) -> RepoState | None:
         return self.repos.get(name)
@@ -71,10 +200,13 @@ class State:
     def apply(self, repo: str, entry: dict, hash_hex: str) -> None:
         op = entry["op"]
         kind = op["op"]
-        if kind == "repo.init" and entry["decision"]["outcome"] == "allow":
-            self.repos[repo] = RepoState(name=repo, daemon_key=op["daemon_key"], trunk=op["trunk"],
-                                         policy=op["policy"], profile=op.get("profile", "cooperative"),
-                                         humans={op["human"]: op["human_key"]})
+        allowed = entry["decision"]["outcome"]
+        if kind == "repo.init" and allowed == "allow":
+            rs = self.repos[repo] = RepoState(name=repo, daemon_key=op["daemon_key"], trunk=op["trunk"],
+                                              policy_id=op["policy"], profile=op.get("profile", "cooperative"),
+                                              humans={op["human"]: op["human_key"]})
+            rs.trunks[op["trunk"]] = 0
+            rs.policy = self.policy_of(repo, op["policy"])
         rs = self.repos[repo]
         rs.next_seq = entry["seq"] + 1
         rs.head_hash = hash_hex
@@ -82,46 +214,134 @@ class State:
         if sig:
             self.nonces[sig["nonce"]] = sig["issued_ms"] + 11 * 60_000
             presence.record(self.sign_counts, rs.humans.get(sig["human"]), sig["sig"])
-        if entry["decision"]["outcome"] != "allow":
-            return
+        _expire(rs, entry["time_ms"])
         handler = _APPLY.get(kind)
         if handler:
-            handler(rs, entry, op)
+            handler(self, rs, entry, op, allowed)
+        _reserve(rs, entry["time_ms"])
 
 
-def _session_start(rs: RepoState, entry: dict, op: dict) -> None:
+# -- expiry and reservations: what time does, at each entry ------------------------------------
+
+def _expire(rs: RepoState, t: int) -> None:
+    """Drop what ran out by this entry's time: sets past their TTL, sessions past their TTL or
+    their heartbeat timeout (their sets go, lent sets go back), reservations past their window."""
+    while rs._expiries and rs._expiries[0][0] <= t:
+        _, what, ident = heapq.heappop(rs._expiries)
+        if what == "set":
+            s = rs.sets.get(ident)
+            if s and s.items and s.expires_ms <= t:
+                _end_set(rs, s, t)
+        elif what == "beat":
+            rec = rs.sessions.get(ident)
+            if rec and rec.last_seen_ms is not None and rec.last_seen_ms + rs.policy.heartbeat_timeout_ms <= t:
+                _end_session_sets(rs, ident, t)
+        elif what == "session":
+            rec = rs.sessions.get(ident)
+            if rec and rec.expires_ms <= t:
+                _end_session_sets(rs, ident, t)
+    rs.reservations = [r for r in rs.reservations if r.until_ms > t]
+
+
+def _end_set(rs: RepoState, s: LeaseSet, t: int) -> None:
+    if s.session != s.owner and s.owner in rs.sessions and rs.sessions[s.owner].active(t):
+        rs.move_set(s, s.owner)  # a lent set goes back with the time it had
+        if s.expires_ms > t:
+            return
+    rs.drop_set(s)
+
+
+def _end_session_sets(rs: RepoState, session: str, t: int) -> None:
+    for sid in list(rs.sets_by_session.get(session, ())):
+        s = rs.sets.get(sid)
+        if s and s.items:
+            _end_set(rs, s, t)
+
+
+def _reserve(rs: RepoState, t: int) -> None:
+    """The oldest interest whose items nobody else holds any more gets a reservation."""
+    if not rs.interests:
+        return
+    keep = []
+    for it in rs.interests:
+        reserved = any(r.session != it.session and any(items_conflict(a, b) for a in r.items for b in it.items)
+                       for r in rs.reservations)
+        if not reserved and not rs.holders(it.items, it.session, t):
+            r = Reservation(session=it.session, items=it.items, until_ms=t + rs.policy.reservation_ms, intent=it.intent)
+            rs.reservations.append(r)
+            rs.event({"kind": "reserved", "items": it.items, "until_ms": r.until_ms}, it.session)
+        else:
+            keep.append(it)
+    rs.interests = keep
+
+
+# -- operations --------------------------------------------------------------------------------
+
+def _session_start(st: State, rs: RepoState, entry: dict, op: dict, outcome: str) -> None:
+    if outcome != "allow":
+        return
     rs.sessions[op["session"]] = SessionRec(
         id=op["session"], agent=op["agent"], model=op.get("model"), task=op.get("task"),
         scope=op["scope"], created_ms=entry["time_ms"], expires_ms=op["expires_ms"],
         started_by=entry["actor"].get("name", ""), harness=op.get("harness"))
+    heapq.heappush(rs._expiries, (op["expires_ms"], "session", op["session"]))
 
 
-def _observe(rs: RepoState, entry: dict, op: dict) -> None:
+def _observe(st: State, rs: RepoState, entry: dict, op: dict, outcome: str) -> None:
     rec = rs.sessions.get(op["session"])
-    if rec and any(e.get("kind") == "heartbeat" for e in op.get("events", [])):
+    if rec and outcome == "allow" and any(e.get("kind") == "heartbeat" for e in op.get("events", [])):
         rec.last_seen_ms = entry["time_ms"]
+        heapq.heappush(rs._expiries, (rec.last_seen_ms + rs.policy.heartbeat_timeout_ms, "beat", rec.id))
 
 
-def _session_end(rs: RepoState, entry: dict, op: dict) -> None:
+def _session_end(st: State, rs: RepoState, entry: dict, op: dict, outcome: str) -> None:
     rec = rs.sessions.get(op["session"])
-    if rec:
+    if rec and outcome == "allow":
         rec.ended = True
         rec.end_reason = op.get("reason")
+        if "unproposed" in op:
+            rec.unproposed = {**op["unproposed"], "rounds": 1, "seen_ms": entry["time_ms"]}
+        _end_session_sets(rs, rec.id, entry["time_ms"])
+        rs.interests = [i for i in rs.interests if i.session != rec.id]
 
 
-def _human_key(rs: RepoState, entry: dict, op: dict) -> None:
-    rs.humans[op["human"]] = op["key"]
+def _human_key(st: State, rs: RepoState, entry: dict, op: dict, outcome: str) -> None:
+    if outcome == "allow":
+        rs.humans[op["human"]] = op["key"]
 
 
-def _human_revoke(rs: RepoState, entry: dict, op: dict) -> None:
-    rs.humans.pop(op["human"], None)
+def _human_revoke(st: State, rs: RepoState, entry: dict, op: dict, outcome: str) -> None:
+    if outcome == "allow":
+        rs.humans.pop(op["human"], None)
 
 
-_APPLY = {
+def _policy_update(st: State, rs: RepoState, entry: dict, op: dict, outcome: str) -> None:
+    if outcome == "allow":
+        rs.policy_id = op["policy"]
+        rs.policy = st.policy_of(rs.name, op["policy"])
+
+
+def _freeze(st: State, rs: RepoState, entry: dict, op: dict, outcome: str) -> None:
+    if outcome == "allow":
+        rs.frozen = op.get("reason") or "frozen" if op["op"] == "freeze" else None
+
+
+_APPLY: dict[str, Callable] = {
     "session.start": _session_start,
     "observe": _observe,
     "session.end": _session_end,
     "human.enroll": _human_key,
     "human.rotate": _human_key,
     "human.revoke": _human_revoke,
+    "policy.update": _policy_update,
+    "freeze": _freeze,
+    "unfreeze": _freeze,
 }
+
+
+def register(kind: str):
+    """Let the modules of later operations add how their entries change the state."""
+    def put(fn):
+        _APPLY[kind] = fn
+        return fn
+    return put

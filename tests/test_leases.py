@@ -1,4 +1,5 @@
 """Leases and proposals over the real socket: who may hold what, and what a proposal needs."""
+import base64
 import time
 
 import pytest
@@ -54,10 +55,21 @@ def test_two_agents_different_functions_in_one_file(env):
     assert pa["decision"] == {"outcome": "allow", "reasons": []} and pa["status"] == "queued"
     assert pb["decision"]["outcome"] == "allow", pb["decision"]
     assert pa["facts"]["edits"] == ["app.py#charge"] and pb["facts"]["edits"] == ["app.py#Client.pay"]
-    st = env.status()
-    assert st["queue"] == [pa["change"], pb["change"]]
-    pinned = {l["set"]: l["pinned"] for l in st["leases"]}
-    assert pinned[ra["set"]] == [{"change": pa["change"], "items": [{"symbol": "app.py#charge", "kind": "edit"}]}]
+    for change in (pa["change"], pb["change"]):  # the queue integrates both, each keeping the other's edit
+        wait_status(c, a, change, "integrated")
+    files = {f["path"]: f for f in c.call("tree", {"commit": env.trunk, "with_content": True}, token=a)}
+    text = base64.b64decode(files["app.py"]["content_b64"]).decode()
+    assert "amount * 3" in text and "charge(2)" in text
+
+
+def wait_status(c, token, change, status, timeout=20):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        got = c.call("change.get", {"change": change}, token=token)
+        if got["status"]["status"] == status:
+            return got
+        time.sleep(0.05)
+    raise AssertionError(f"{change} is {got['status']}, not {status}")
 
 
 def test_same_function_is_held(env):
@@ -208,8 +220,8 @@ def test_critical_path_escalates_then_approve_or_reject(env):
     seq = env.status()["pending"][0]["seq"]
     ok = env.submit({"op": "approve", "target_seq": seq, "note": "fine"})
     assert ok["decision"]["outcome"] == "allow" and ok["change"] == res2["change"]
-    got = c.call("change.get", {"change": res2["change"]}, token=a)
-    assert got["status"] == {"status": "queued"} and got["provenance"] == "reviewed"
+    got = wait_status(c, a, res2["change"], "integrated")  # approved: queued, then integrated
+    assert got["provenance"] == "reviewed"
     assert any(e["kind"] == "approved" for e in c.call("events", {"from": 1}, token=a)["events"])
     res3 = propose(c, a, env.trunk, {"lonca.toml": "[leases]\nmax_hold_minutes = 5\n"})
     seq3 = next(p["seq"] for p in env.status()["pending"] if p["change"] == res3["change"])
@@ -259,8 +271,9 @@ def test_change_readers(env):
     with pytest.raises(LoncaError) as e:
         c.call("change.get", {"change": "k" * 32}, token=a)
     assert e.value.code == "not_found"
+    wait_status(c, a, cid, "integrated")
     w = c.call("change.withdraw", {"change": cid}, token=a)
-    assert w["decision"]["outcome"] == "allow" and env.status()["queue"] == []
+    assert w["decision"]["reasons"] == ["not_in_queue:integrated"]
 
 
 def test_replay_gives_the_same_leases(env):

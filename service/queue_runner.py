@@ -1,0 +1,180 @@
+"""The worker's merge queue: drains each repository's queue in the background (woken by a
+proposal or an approval, and every two seconds anyway), integrates with `lonca.queue`, runs the
+checks the policy owes, and logs `change.integrate` / `change.integrate_batch`. Trunk's ref moves
+only after the entry is durable; at start it is repaired from the log (see Daemon._check_store)."""
+import asyncio
+import logging
+
+import pygit2
+
+from lonca.queue import CheckSpec, QueuedChange, Verdict, attestation, reasons, run_batch, store_log, verify_tree
+
+from .change_methods import leave_queue
+from .gitstore import DAEMON_SIG, TRUNK_REF
+from .log import DAEMON, Draft
+from .state import RepoState, State, register
+
+log = logging.getLogger("lonca.queue")
+MAX_OUTPUT = 1024 * 1024  # byte cap on each of a check's stdout and stderr
+
+
+class QueueRunner:
+    def __init__(self, daemon):
+        self.d = daemon
+        self.wake = asyncio.Event()
+        self._task: asyncio.Task | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def stop(self) -> None:
+        if self._task:
+            self._task.cancel()
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                await asyncio.wait_for(self.wake.wait(), 2.0)
+            except asyncio.TimeoutError:
+                pass
+            self.wake.clear()
+            for rs in list(self.d.state.repos.values()):
+                try:
+                    while rs.queue and not rs.frozen:
+                        await self._drain_once(rs)
+                except Exception:
+                    log.exception("the queue of %s failed; it is tried again on the next wake", rs.name)
+                    await asyncio.sleep(1)
+
+    async def _drain_once(self, rs: RepoState) -> None:
+        """One candidate of up to batch_size changes: merged, verified once (bisected on a
+        failure), then logged; trunk's ref moves after the entry is durable."""
+        store = self.d.store(rs.name)
+        batch = [self._queued(rs, cid) for cid in rs.queue[: max(1, rs.policy.batch_size)]]
+        self.d.verifying.update(q.change for q in batch)
+        try:
+            out = await asyncio.to_thread(run_batch, store, rs.trunk, batch, lambda prefix, commit: self._verify(store, rs, prefix, commit),
+                                          pygit2.Signature(*DAEMON_SIG, self.d.now_ms() // 1000, 0), self.d.symbols)
+        finally:
+            self.d.verifying.difference_update(q.change for q in batch)
+        for q, integration in out.conflicted:
+            conflicts = integration.conflicts
+            await self._log_one(rs, q.change, conflicts, [], [f"conflict:{c}" for c in conflicts] or ["merge_conflict"])
+        if out.landed:
+            verdict = out.landed_verdict
+            await self._land(rs, out.trunk_before, out.landed, verdict.detail if verdict else [])
+        for q, verdict in out.rejected:
+            await self._log_one(rs, q.change, [], verdict.detail, verdict.reasons)
+
+    def _queued(self, rs: RepoState, cid: str) -> QueuedChange:
+        rec = rs.changes[cid]
+        now = self.d.now_ms()
+        author = pygit2.Signature((rec.actor.get("name") or "lonca")[:200], DAEMON_SIG[1], now // 1000, 0)
+        return QueuedChange(cid, rec.commit, rec.base, f"{rec.intent or 'Lonca change'}\n\nLonca-Change: {cid}\n", author)
+
+    def _verify(self, store: pygit2.Repository, rs: RepoState, prefix: list[QueuedChange], commit: str) -> Verdict:
+        """The checks the prefix owes under the policy in force, on the candidate's tree."""
+        owed: list[str] = []
+        for q in prefix:
+            rec = rs.changes[q.change]
+            for name in rs.policy.runs(rec.paths, bool(rec.facts.get("signature_changes")), rec.checks) or []:
+                if name not in owed:
+                    owed.append(name)
+        pol = rs.policy
+        specs = [CheckSpec(name, tuple(pol.argv(name)), pol.check_timeout_s, pol.check_env, MAX_OUTPUT)
+                 for name in owed if pol.argv(name)]
+        tree = str(store[commit].peel(pygit2.Commit).tree_id)
+        results = verify_tree(store, tree, specs)
+        attestations = [attestation(r, tree, store_log(store, r)) for r in results]
+        why = reasons(results, owed)
+        return Verdict(ok=not why, reasons=why, detail=attestations)
+
+    async def _land(self, rs: RepoState, trunk_before: str, landed: list[tuple[QueuedChange, str]], attestations: list[dict]) -> None:
+        def decide() -> Draft:
+            if rs.trunk != trunk_before or any(rs.changes[q.change].status["status"] != "queued" for q, _ in landed):
+                raise _Moved()
+            if len(landed) == 1:
+                op = {"op": "change.integrate", "change": landed[0][0].change, "trunk_before": trunk_before,
+                      "merged": landed[0][1], "conflicts": []}
+            else:
+                op = {"op": "change.integrate_batch", "trunk_before": trunk_before,
+                      "merged": [[q.change, commit] for q, commit in landed]}
+            return Draft(actor=DAEMON, op=op, decision={"outcome": "allow", "reasons": []}, evidence=attestations)
+        try:
+            await self.d.log.append(rs.name, decide)
+        except _Moved:
+            return
+        self.move_trunk(rs.name, landed[-1][1])
+
+    async def _log_one(self, rs: RepoState, cid: str, conflicts: list[str], attestations: list[dict], why: list[str]) -> None:
+        def decide() -> Draft:
+            if rs.changes[cid].status["status"] != "queued":
+                raise _Moved()
+            op = {"op": "change.integrate", "change": cid, "trunk_before": rs.trunk, "merged": None, "conflicts": conflicts}
+            return Draft(actor=DAEMON, op=op, decision={"outcome": "deny", "reasons": why}, evidence=attestations)
+        try:
+            await self.d.log.append(rs.name, decide)
+        except _Moved:
+            pass
+
+    def move_trunk(self, repo: str, commit: str) -> None:
+        self.d.store(repo).references.create(TRUNK_REF, pygit2.Oid(hex=commit), force=True)
+
+
+class _Moved(Exception):
+    """Trunk or the change moved while the candidate was built: build it again."""
+
+
+def _duration(evidence: list[dict]) -> int:
+    return sum(int(a["details"].get("duration_ms") or 0) for a in evidence)
+
+
+@register("change.integrate")
+def _apply_integrate(st: State, rs: RepoState, entry: dict, op: dict, outcome: str) -> None:
+    rec = rs.changes.get(op["change"])
+    if rec is None:
+        return
+    rec.integrate_seq, rec.integrate_decision, rec.evidence = entry["seq"], entry["decision"], entry["evidence"]
+    _account(rs, entry, [rec])
+    if outcome == "allow":
+        _integrated(rs, entry, rec, op["merged"])
+        return
+    reasons = entry["decision"]["reasons"]
+    if op["conflicts"] or "merge_conflict" in reasons:
+        leave_queue(rs, rec.id, {"status": "conflicted", "symbols": op["conflicts"]})
+        rs.event({"kind": "conflicted", "seq": entry["seq"], "change": rec.id, "conflicts": op["conflicts"]}, rec.session or "")
+    else:
+        leave_queue(rs, rec.id, {"status": "rejected", "reasons": reasons})
+        rs.event({"kind": "failed", "seq": entry["seq"], "change": rec.id, "reasons": reasons}, rec.session or "")
+
+
+@register("change.integrate_batch")
+def _apply_batch(st: State, rs: RepoState, entry: dict, op: dict, outcome: str) -> None:
+    recs = [rs.changes[c] for c, _ in op["merged"] if c in rs.changes]
+    _account(rs, entry, recs[:1])
+    for rec, (_, commit) in zip(recs, op["merged"]):
+        rec.integrate_seq, rec.integrate_decision, rec.evidence = entry["seq"], entry["decision"], entry["evidence"]
+        _integrated(rs, entry, rec, commit)
+
+
+def _integrated(rs: RepoState, entry: dict, rec, commit: str) -> None:
+    rs.trunk = commit
+    rs.integrations += 1
+    rs.trunks[commit] = rs.integrations
+    leave_queue(rs, rec.id, {"status": "integrated", "commit": commit})
+    rs.event({"kind": "integrated", "seq": entry["seq"], "change": rec.id}, rec.session or "")
+
+
+def _account(rs: RepoState, entry: dict, recs: list) -> None:
+    """Verification time counts against the day (UTC) and the sessions' lines ([quota])."""
+    ms = _duration(entry["evidence"])
+    if not ms:
+        return
+    day = entry["time_ms"] // 86_400_000
+    rs.verification_days[day] = rs.verification_days.get(day, 0) + ms
+    for rec in recs:
+        sess = rs.sessions.get(rec.session or "")
+        while sess is not None:
+            sess.verification_ms += ms
+            sess = rs.sessions.get(sess.parent) if sess.parent else None
+
