@@ -4,7 +4,7 @@ import argparse
 import sys
 
 import lonca
-from lonca import admin_commands, console_commands
+from lonca import admin_commands, console_commands, runner_commands
 from lonca.client import Unreachable
 from lonca.output import OK, REFUSED, UNREACHABLE, USAGE, Usage, fail
 from lonca.protocol import LoncaError
@@ -16,6 +16,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     admin_commands.register(sub)
     console_commands.register(sub)
+    runner_commands.register(sub)
     return p
 
 

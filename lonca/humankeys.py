@@ -21,7 +21,7 @@ def default_human() -> str:
     return os.environ.get("LONCA_HUMAN") or getpass.getuser()
 
 
-def _write_private(path: Path, data: bytes) -> None:
+def write_private(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     tmp = path.with_name(path.name + f".{secrets.token_hex(4)}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -32,7 +32,7 @@ def _write_private(path: Path, data: bytes) -> None:
     os.replace(tmp, path)
 
 
-def _private_ok(path: Path) -> bool:
+def private_file_ok(path: Path) -> bool:
     try:
         st = os.lstat(path)
     except FileNotFoundError:
@@ -73,7 +73,7 @@ def session_path(name: str) -> Path:
 
 def load_key(name: str) -> HumanKey | None:
     path = key_path(name)
-    if not _private_ok(path):
+    if not private_file_ok(path):
         return None
     return HumanKey(name, serialization.load_pem_private_key(path.read_bytes(), password=None))
 
@@ -81,14 +81,14 @@ def load_key(name: str) -> HumanKey | None:
 def create_key(name: str) -> HumanKey:
     private = Ed25519PrivateKey.generate()
     pem = private.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-    _write_private(key_path(name), pem)
+    write_private(key_path(name), pem)
     return HumanKey(name, private)
 
 
 def read_session(name: str, now_ms: int) -> str | None:
     """The session token, if the file is safe to use and the session has not expired."""
     path = session_path(name)
-    if not _private_ok(path):
+    if not private_file_ok(path):
         return None
     try:
         data = json.loads(path.read_text())
@@ -101,5 +101,5 @@ def read_session(name: str, now_ms: int) -> str | None:
 
 def write_session(name: str, token: str, expires_ms: int) -> Path:
     path = session_path(name)
-    _write_private(path, json.dumps({"token": token, "expires_ms": expires_ms}).encode())
+    write_private(path, json.dumps({"token": token, "expires_ms": expires_ms}).encode())
     return path

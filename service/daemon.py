@@ -14,7 +14,8 @@ from lonca.symbols import SymbolCache
 
 from . import auth, daemonkey, gitstore
 from . import (change_methods, event_methods, human_methods, key_methods, lease_methods,  # noqa: F401
-               read_methods, review_methods, security_methods, session_methods)  # (they fill the method table)
+               read_methods, review_methods, security_methods, session_methods, trunk_methods)  # (they fill the method table)
+from . import symbol_methods  # noqa: F401  (fills the method table)
 from .change_build import TreeMaps
 from .policy import Policy, load as load_policy
 from .queue_runner import QueueRunner

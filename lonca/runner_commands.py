@@ -1,0 +1,286 @@
+"""The CLI for runners (seed 001, "CLI for runners"): session start / end / heartbeat, workspace
+create, sync, propose, lease acquire / release / renew / interest, events, pending, approve,
+reject. Each takes --json and then prints one JSON value of the seed's shape on stdout."""
+import secrets
+import sys
+import time
+from pathlib import Path
+
+from lonca import workspace as wsp
+from lonca.admin_commands import human_call, human_name, human_token, need_key, pick_repo
+from lonca.client import Client
+from lonca.output import OK, Usage, decision_exit, emit_json, paint
+
+
+def register(sub) -> None:
+    s = sub.add_parser("session", help="agent sessions and their workspaces").add_subparsers(dest="session_cmd", metavar="COMMAND")
+    st = s.add_parser("start", help="start an agent session (signed by you) in a new workspace")
+    st.add_argument("--repo")
+    st.add_argument("--human")
+    st.add_argument("--agent", default="agent")
+    st.add_argument("--model")
+    st.add_argument("--task")
+    st.add_argument("--paths", nargs="+", default=["**"], metavar="GLOB")
+    st.add_argument("--scratch", action="append", default=[], metavar="DIR")
+    st.add_argument("--ttl-minutes", type=int, default=240)
+    st.add_argument("--dir", help="the workspace folder (default: ./<repo>-<session>)")
+    st.add_argument("--json", action="store_true")
+    st.set_defaults(run=cmd_session_start)
+    for name, fn, text in (("end", cmd_session_end, "end the session of this workspace"),
+                           ("heartbeat", cmd_heartbeat, "tell the worker this session is alive")):
+        p = s.add_parser(name, help=text)
+        p.add_argument("--json", action="store_true")
+        p.set_defaults(run=fn)
+
+    w = sub.add_parser("workspace", help="workspaces").add_subparsers(dest="workspace_cmd", metavar="COMMAND")
+    wc = w.add_parser("create", help="a git checkout of trunk (for reading; agents get one with session start)")
+    wc.add_argument("--repo")
+    wc.add_argument("--human")
+    wc.add_argument("--dir")
+    wc.add_argument("--json", action="store_true")
+    wc.set_defaults(run=cmd_workspace_create)
+
+    sy = sub.add_parser("sync", help="bring trunk into this workspace with the symbol merge")
+    sy.add_argument("--json", action="store_true")
+    sy.set_defaults(run=cmd_sync)
+    pr = sub.add_parser("propose", help="propose this workspace's local changes")
+    pr.add_argument("--intent", "-m", default="", help="what the change does and why")
+    pr.add_argument("--json", action="store_true")
+    pr.set_defaults(run=cmd_propose)
+
+    lease = sub.add_parser("lease", help="leases on symbols").add_subparsers(dest="lease_cmd", metavar="COMMAND")
+    la = lease.add_parser("acquire", help="take a lease set on symbols")
+    la.add_argument("symbols", nargs="+")
+    la.add_argument("--kind", choices=["edit", "insert", "rename", "shared"], default="edit")
+    la.add_argument("--names", help="for insert: the bare names you add, comma-separated")
+    la.add_argument("--intent", default="")
+    la.add_argument("--ttl-ms", type=int, default=600_000)
+    la.add_argument("--set")
+    la.add_argument("--json", action="store_true")
+    la.set_defaults(run=cmd_lease_acquire)
+    for name, fn in (("release", cmd_lease_release), ("renew", cmd_lease_renew)):
+        p = lease.add_parser(name, help=f"{name} a lease set")
+        p.add_argument("set")
+        if name == "renew":
+            p.add_argument("--ttl-ms", type=int)
+        p.add_argument("--json", action="store_true")
+        p.set_defaults(run=fn)
+    li = lease.add_parser("interest", help="say you wait for symbols someone holds")
+    li.add_argument("symbols", nargs="+")
+    li.add_argument("--kind", choices=["edit", "insert", "rename", "shared"], default="edit")
+    li.add_argument("--intent", default="")
+    li.add_argument("--json", action="store_true")
+    li.set_defaults(run=cmd_lease_interest)
+
+    ev = sub.add_parser("events", help="what happened to this session's changes and leases")
+    ev.add_argument("--from", dest="start", type=int)
+    ev.add_argument("--json", action="store_true")
+    ev.set_defaults(run=cmd_events)
+
+    pe = sub.add_parser("pending", help="what waits for a human")
+    pe.add_argument("--repo")
+    pe.add_argument("--human")
+    pe.add_argument("--json", action="store_true")
+    pe.set_defaults(run=cmd_pending)
+    ap = sub.add_parser("approve", help="approve a pending operation (signed with your file key)")
+    ap.add_argument("seq", type=int)
+    ap.add_argument("--checks", help="named checks the change owes from now on, comma-separated")
+    ap.add_argument("--note")
+    ap.add_argument("--repo")
+    ap.add_argument("--human")
+    ap.add_argument("--json", action="store_true")
+    ap.set_defaults(run=cmd_approve)
+    rj = sub.add_parser("reject", help="reject a pending operation (signed with your file key)")
+    rj.add_argument("seq", type=int)
+    rj.add_argument("--reason", required=True)
+    rj.add_argument("--repo")
+    rj.add_argument("--human")
+    rj.add_argument("--json", action="store_true")
+    rj.set_defaults(run=cmd_reject)
+
+
+def _logged(args, out: dict, text: str) -> int:
+    if args.json:
+        emit_json(out)
+    else:
+        outcome = out["decision"]["outcome"] if out.get("decision") else "ok"
+        print(f"{paint(outcome, '32' if outcome == 'allow' else '33' if outcome == 'escalate' else '31')}  {text}")
+    return decision_exit(out.get("decision"))
+
+
+# -- sessions and workspaces ---------------------------------------------------------------------
+
+def cmd_session_start(args) -> int:
+    name = human_name(args)
+    key = need_key(name)
+    sid = f"s-{secrets.token_hex(6)}"
+    scope = {"paths": args.paths, "symbols": None, "ops": [], "max_files": None, "max_lines": None,
+             "scratch": [str(Path(d).resolve()) for d in args.scratch]}
+    with Client() as c:
+        repo = pick_repo(c, name, args.repo)
+        dest = Path(args.dir or f"{repo}-{sid}")
+        if dest.exists() and any(dest.iterdir()):
+            raise Usage(f"{dest} exists and is not empty")
+        op = {"op": "session.start", "session": sid, "agent": args.agent, "model": args.model, "task": args.task,
+              "scope": scope, "expires_ms": int(time.time() * 1000) + args.ttl_minutes * 60_000}
+        res = human_call(c, name, "human.submit", {"op": op, "sig": key.sign_op(repo, op)}, repo=repo)
+        ws = wsp.create(c, repo, res["token"], dest, sid)
+        wsp.write_token(ws.root, res["token"], op["expires_ms"])
+    out = {"session": sid, "workspace": str(ws.root), "expires_ms": op["expires_ms"], "paths": scope["paths"],
+           "scratch": scope["scratch"], "seq": res["seq"], "decision": res["decision"], "continues": None}
+    return _logged(args, out, f"session {sid} in {ws.root}")
+
+
+def cmd_session_end(args) -> int:
+    ws = wsp.find()
+    with Client() as c:
+        res = c.call("session.end", {"files": wsp.end_files(ws)}, repo=ws.repo, token=ws.agent_token())
+    (ws.root / ".lonca" / "session").unlink(missing_ok=True)
+    out = {"session": ws.session, "seq": res["seq"], "decision": res["decision"]}
+    if not args.json and res.get("unproposed"):
+        print(f"left unproposed: {', '.join(res['unproposed'])}", file=sys.stderr)
+    return _logged(args, out, f"session {ws.session} ended")
+
+
+def cmd_heartbeat(args) -> int:
+    ws = wsp.find()
+    with Client() as c:
+        res = c.call("session.heartbeat", {}, repo=ws.repo, token=ws.agent_token())
+    out = {"session": ws.session, "seq": res["seq"], "timeout_ms": res["timeout_ms"], "leases": res["leases"]}
+    return _logged(args, out, f"alive; next heartbeat within {res['timeout_ms'] // 3} ms; {len(res['leases'])} lease sets")
+
+
+def cmd_workspace_create(args) -> int:
+    name = human_name(args)
+    with Client() as c:
+        repo = pick_repo(c, name, args.repo)
+        ws = wsp.create(c, repo, human_token(c, name), Path(args.dir or f"{repo}-workspace"), None)
+    out = {"workspace": str(ws.root), "repo": repo, "base": ws.base}
+    if args.json:
+        emit_json(out)
+    else:
+        print(f"workspace {ws.root} at {ws.base[:12]}")
+    return OK
+
+
+def cmd_sync(args) -> int:
+    ws = wsp.find()
+    with Client() as c:
+        out = wsp.sync(ws, c)
+    if args.json:
+        emit_json(out)
+    else:
+        if out["base_before"] == out["base_after"]:
+            print("up to date with trunk")
+        else:
+            print(f"trunk {out['base_before'][:12]} → {out['base_after'][:12]}: {len(out['updated'])} files updated, "
+                  f"{len(out['merged'])} merged")
+        for cf in out["conflicts"]:
+            print(f"{paint('conflict', '31')} {cf['path']}: {', '.join(cf['symbols'])}" + (f" (trunk's copy: {cf['trunk_copy']})" if cf["trunk_copy"] else ""))
+    return OK
+
+
+def cmd_propose(args) -> int:
+    ws = wsp.find()
+    with Client() as c:
+        out = wsp.propose(ws, c, args.intent)
+    text = f"change {out['change'][:12]} {out['status']}"
+    if not args.json:
+        for d in out["details"]:
+            if d["holder_session"]:
+                print(f"  {d['symbol']}: held by {d['holder_agent']} ({d['holder_session']}) for \"{d['intent']}\"", file=sys.stderr)
+    return _logged(args, out, text)
+
+
+# -- leases ---------------------------------------------------------------------------------------
+
+def _items(args) -> list[dict]:
+    out = []
+    for sym in args.symbols:
+        item = {"symbol": sym, "kind": args.kind}
+        if getattr(args, "names", None):
+            item["names"] = [n for n in args.names.split(",") if n]
+        out.append(item)
+    return out
+
+
+def _lease_call(args, method: str, params: dict, text: str) -> int:
+    ws = wsp.find()
+    with Client() as c:
+        res = c.call(method, params, repo=ws.repo, token=ws.agent_token())
+    out = {"seq": res["seq"], "decision": res["decision"], "set": res.get("set"), "details": res.get("details", [])}
+    if not args.json:
+        for d in out["details"]:
+            print(f"  {d['code']}: {d['symbol']} — {d['holder_agent']} ({d['holder_session']}): {d['intent']}", file=sys.stderr)
+        if res.get("advice"):
+            print(res["advice"], file=sys.stderr)
+    return _logged(args, out, text.format(set=out["set"]))
+
+
+def cmd_lease_acquire(args) -> int:
+    return _lease_call(args, "lease.acquire", {"set": args.set, "items": _items(args), "intent": args.intent,
+                                               "ttl_ms": args.ttl_ms}, "lease set {set}")
+
+
+def cmd_lease_release(args) -> int:
+    return _lease_call(args, "lease.release", {"set": args.set}, "released {set}")
+
+
+def cmd_lease_renew(args) -> int:
+    return _lease_call(args, "lease.renew", {"set": args.set, "ttl_ms": args.ttl_ms}, "renewed {set}")
+
+
+def cmd_lease_interest(args) -> int:
+    return _lease_call(args, "lease.interest", {"items": _items(args), "intent": args.intent}, "waiting in line")
+
+
+def cmd_events(args) -> int:
+    ws = wsp.find()
+    with Client() as c:
+        res = c.call("events", {"from": args.start}, repo=ws.repo, token=ws.agent_token())
+    if args.json:
+        emit_json(res)
+    else:
+        for e in res["events"]:
+            print(f"{e.get('seq', '-'):>6}  {e['kind']:<16} " + ", ".join(f"{k}={v}" for k, v in e.items() if k not in ("seq", "kind")))
+        print(f"next: --from {res['next']}")
+    return OK
+
+
+# -- humans deciding ----------------------------------------------------------------------------
+
+def cmd_pending(args) -> int:
+    name = human_name(args)
+    with Client() as c:
+        repo = pick_repo(c, name, args.repo)
+        pending = human_call(c, name, "status", repo=repo)["pending"]
+    if args.json:
+        emit_json(pending)
+    else:
+        for p in pending:
+            print(f"{p['seq']:>6}  {(p['change'] or '')[:12]:<12}  {p['agent'] or p['actor']}: {p['intent'] or p['op']}  "
+                  f"[{', '.join(p['reasons'])}]  {', '.join(p['paths'])}")
+        if not pending:
+            print("nothing waits for a human")
+    return OK
+
+
+def _decide(args, op: dict) -> int:
+    name = human_name(args)
+    key = need_key(name)
+    with Client() as c:
+        repo = pick_repo(c, name, args.repo)
+        res = human_call(c, name, "human.submit", {"op": op, "sig": key.sign_op(repo, op)}, repo=repo)
+    out = {"seq": res["seq"], "target_seq": args.seq, "change": res.get("change"), "decision": res["decision"]}
+    return _logged(args, out, f"{op['op']} of {args.seq}" + (f" (change {out['change'][:12]})" if out["change"] else ""))
+
+
+def cmd_approve(args) -> int:
+    op = {"op": "approve", "target_seq": args.seq, "note": args.note}
+    if args.checks:
+        op["checks"] = sorted({c for c in args.checks.split(",") if c})
+    return _decide(args, op)
+
+
+def cmd_reject(args) -> int:
+    return _decide(args, {"op": "reject", "target_seq": args.seq, "reason": args.reason})

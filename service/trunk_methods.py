@@ -1,0 +1,125 @@
+"""Trunk for workspaces: trunk.bundle (a git bundle to fetch), trunk.distance, and trunk.merge,
+which brings trunk into a workspace's local changes with the merge queue's symbol merge (what
+`lonca sync` writes). None of them logs."""
+import asyncio
+import base64
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pygit2
+
+from lonca.protocol import LoncaError
+from lonca.queue import merge_trees
+
+from .change_build import build_commit, check_files, commit_exists
+from .gitstore import TRUNK_REF
+from .methods import Call, expect, method, params_of
+
+GIT_TIMEOUT_S = 120
+
+
+@method("trunk.bundle", "read")
+async def bundle(call: Call) -> dict:
+    p = params_of(call, {"have"})
+    have = expect(p.get("have", []), list, "have") or []
+    if not all(isinstance(h, str) for h in have):
+        raise LoncaError("invalid", "have is a list of commit ids")
+    d, rs = call.daemon, call.repo_state()
+    store = d.store(rs.name)
+    known = [h for h in have if commit_exists(store, h)]
+    if rs.trunk in known:
+        return {"trunk": rs.trunk, "bundle_b64": "", "bytes": 0, "thin": True, "up_to_date": True}
+
+    def make() -> bytes:
+        with tempfile.TemporaryDirectory(prefix="lonca-bundle-") as tmp:
+            out = Path(tmp) / "trunk.bundle"
+            argv = ["git", "-C", str(d.config.repos_dir / f"{rs.name}.git"), "bundle", "create", "-q", str(out),
+                    TRUNK_REF] + [f"^{h}" for h in known]
+            try:
+                res = subprocess.run(argv, capture_output=True, timeout=GIT_TIMEOUT_S, env={"PATH": "/usr/bin:/bin"})
+            except subprocess.TimeoutExpired:
+                raise LoncaError("git", f"git bundle ran past {GIT_TIMEOUT_S} s and was stopped") from None
+            if res.returncode != 0:
+                raise LoncaError("git", res.stderr.decode(errors="replace").strip() or "git bundle failed")
+            return out.read_bytes()
+    data = await asyncio.to_thread(make)
+    encoded = base64.b64encode(data).decode()
+    if len(encoded) > d.config.limits.big_line_max * 3 // 4:
+        raise LoncaError("too_large", "the bundle does not fit one page; fetch from a closer point (have)")
+    return {"trunk": rs.trunk, "bundle_b64": encoded, "bytes": len(data), "thin": bool(known), "up_to_date": False}
+
+
+@method("trunk.distance", "read")
+async def distance(call: Call) -> dict:
+    p = params_of(call, {"base"}, {"base"})
+    rs = call.repo_state()
+    base = expect(p["base"], str, "base")
+    behind = rs.integrations - rs.trunks[base] if base in rs.trunks else None
+    return {"trunk": rs.trunk, "base": base, "behind": behind}
+
+
+def _map(store, tree_id) -> dict[str, tuple[str, int]]:
+    out = {}
+
+    def walk(tree, prefix):
+        for e in tree:
+            if e.filemode == pygit2.GIT_FILEMODE_TREE:
+                walk(store[e.id], prefix + e.name + "/")
+            else:
+                out[prefix + e.name] = (str(e.id), e.filemode)
+    walk(store[tree_id], "")
+    return out
+
+
+_MODE_WORDS = {pygit2.GIT_FILEMODE_BLOB: "regular", pygit2.GIT_FILEMODE_BLOB_EXECUTABLE: "executable",
+               pygit2.GIT_FILEMODE_LINK: "symlink", pygit2.GIT_FILEMODE_COMMIT: "submodule"}
+
+
+@method("trunk.merge", "agent")
+async def trunk_merge(call: Call) -> dict:
+    """{"base", "files"} (the workspace's local changes) -> the same changes on today's trunk:
+    {"trunk", "files" (to write, relative to trunk), "updated", "merged", "conflicts"}."""
+    p = params_of(call, {"base", "files"}, {"base", "files"})
+    d, rs = call.daemon, call.repo_state()
+    base = expect(p["base"], str, "base")
+    files = check_files(p["files"])
+    store = d.store(rs.name)
+    trunk = rs.trunk
+
+    def work() -> dict:
+        if not commit_exists(store, base):
+            raise LoncaError("not_found", f"no commit {base} in this repository")
+        base_map = d.tree_maps.get(store, base)
+        local = build_commit(store, base, files, "lonca sync", call.auth.agent or "agent", d.now_ms(), base_map)[0] if files else base
+        base_tree, trunk_tree = store[base].peel(pygit2.Commit).tree_id, store[trunk].peel(pygit2.Commit).tree_id
+        updated = sorted({x.new_file.path for x in store.diff(base_tree, trunk_tree).deltas}
+                         | {x.old_file.path for x in store.diff(base_tree, trunk_tree).deltas})
+        result = merge_trees(store, base, trunk, local, d.symbols)
+        conflicts = []
+        if result.tree is None:
+            # Merge again with the conflicted files left as trunk has them: everything else merges.
+            back = [{"path": path, "data": store[base_map[path].oid].data if path in base_map else None,
+                     "mode": _MODE_WORDS.get(int(base_map[path].mode, 8)) if path in base_map else None}
+                    for path in result.conflicted_paths]
+            local2 = build_commit(store, local, back, "lonca sync", "agent", d.now_ms(), d.tree_maps.get(store, local))[0]
+            again = merge_trees(store, base, trunk, local2, d.symbols)
+            merged_tree = again.tree
+            tmap = _map(store, trunk_tree)
+            for path in result.conflicted_paths:
+                text = result.conflict_text(path, trunk[:12])
+                symbols = sorted(c for c in result.conflicts if c.split("#", 1)[0] == path)
+                conflicts.append({"path": path, "symbols": symbols,
+                                  "content_b64": base64.b64encode(text).decode() if text is not None else None,
+                                  "trunk_b64": base64.b64encode(store[tmap[path][0]].data).decode() if path in tmap else None})
+        else:
+            merged_tree = result.tree
+        before, after = _map(store, trunk_tree), _map(store, merged_tree)
+        out_files = []
+        for path in sorted(set(before) | set(after)):
+            if before.get(path) != after.get(path) and path not in {c["path"] for c in conflicts}:
+                entry = after.get(path)
+                out_files.append({"path": path, "content_b64": base64.b64encode(store[entry[0]].data).decode() if entry else None,
+                                  "mode": _MODE_WORDS.get(entry[1]) if entry else None})
+        return {"trunk": trunk, "files": out_files, "updated": updated, "merged": result.merged_paths, "conflicts": conflicts}
+    return await asyncio.to_thread(work)
