@@ -31,7 +31,8 @@ system-deps:
 	fi
 
 run: $(STAMP)
-	@$(BIN)/lonca daemon
+	@echo "starting the worker and the review console: open http://localhost:8765/ (Ctrl-C stops both)"
+	@$(BIN)/lonca up
 
 test: $(STAMP) system-deps
 	@$(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)

@@ -4,7 +4,7 @@ import re
 
 from playwright.sync_api import expect
 
-from browser_steps import bootstrap, login, sign
+from console.browser_steps import bootstrap, login, sign
 
 FINISH = """async ([body, csrf]) => {
   const r = await fetch('/ceremony/finish', {method: 'POST', headers: {'Content-Type': 'application/json', 'X-CSRF-Token': csrf}, body});

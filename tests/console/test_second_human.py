@@ -4,7 +4,7 @@ import re
 
 from playwright.sync_api import expect
 
-from browser_steps import bootstrap, enrol, login, sign
+from console.browser_steps import bootstrap, enrol, login, sign
 
 
 def test_a_second_human_is_enrolled_by_the_first(stack, new_page):
