@@ -1,0 +1,124 @@
+"""`lonca mcp`: an MCP stdio server in an agent's workspace, as Las expects of a child (seed 003):
+protocol 2024-11-05, one JSON-RPC message per line each way, `initialize` exactly once (any other
+request before it fails, and so does a second one), `ping`, `tools/list`, `tools/call`. stdout
+carries protocol messages only; errors are generic, with no internal diagnostics. After each tool,
+what the session's inbox holds is a second content item; while it serves, it heartbeats."""
+import json
+import sys
+from pathlib import Path
+
+import lonca
+from lonca.mcp_keepalive import KeepAlive
+from lonca.mcp_session import AgentSession
+from lonca.mcp_tools import BY_NAME, TOOLS, ToolFailure, inbox_text, invoke
+
+PROTOCOL_VERSION = "2024-11-05"
+PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS, INTERNAL_ERROR = -32700, -32600, -32601, -32602, -32603
+INSTRUCTIONS = ("Lonca: take a lease on the symbols you edit (symbols gives their ids, preview says what your "
+                "local changes need), then propose; follow events until your change integrates.")
+
+
+class Refused(Exception):
+    """A JSON-RPC error answer: a code and a fixed, generic message."""
+
+    def __init__(self, code: int, message: str):
+        super().__init__(message)
+        self.code, self.message = code, message
+
+
+class Bridge:
+    def __init__(self, session: AgentSession):
+        self.session = session
+        self.initialized = False
+        self.keepalive: KeepAlive | None = None
+
+    def answer(self, msg) -> dict | None:
+        """The response to one message, None for a notification."""
+        if not isinstance(msg, dict) or msg.get("jsonrpc") != "2.0" or not isinstance(msg.get("method"), str):
+            return error(msg.get("id") if isinstance(msg, dict) else None, INVALID_REQUEST, "invalid request")
+        if "id" not in msg:
+            return None  # notifications (initialized, cancelled) need nothing from a server this small
+        rid = msg["id"]
+        try:
+            return {"jsonrpc": "2.0", "id": rid, "result": self.dispatch(msg["method"], msg.get("params") or {})}
+        except Refused as e:
+            return error(rid, e.code, e.message)
+        except Exception as e:  # a bug here must not kill the server nor leak its details into the stream
+            sys.stderr.write(f"lonca mcp: {msg['method']} failed ({type(e).__name__})\n")
+            return error(rid, INTERNAL_ERROR, "internal error")
+
+    def dispatch(self, method: str, params) -> dict:
+        if not isinstance(params, dict):
+            raise Refused(INVALID_PARAMS, "params must be an object")
+        if method == "initialize":
+            if self.initialized:
+                raise Refused(INVALID_REQUEST, "already initialized")
+            self.initialized = True
+            self.keepalive = KeepAlive(self.session)
+            self.keepalive.start()
+            return {"protocolVersion": PROTOCOL_VERSION, "capabilities": {"tools": {"listChanged": False}},
+                    "serverInfo": {"name": "lonca", "version": lonca.__version__}, "instructions": INSTRUCTIONS}
+        if not self.initialized:
+            raise Refused(INVALID_REQUEST, "not initialized")
+        if method == "ping":
+            return {}
+        if method == "tools/list":
+            return {"tools": [{"name": t.name, "description": t.description, "inputSchema": t.schema} for t in TOOLS]}
+        if method == "tools/call":
+            return self.call(params)
+        raise Refused(METHOD_NOT_FOUND, "method not found")
+
+    def call(self, params: dict) -> dict:
+        tool = BY_NAME.get(params.get("name"))
+        if tool is None:
+            raise Refused(INVALID_PARAMS, "unknown tool")
+        try:
+            out = invoke(self.session, tool, params.get("arguments"))
+            failed = (out.get("decision") or {}).get("outcome") == "deny"
+        except ToolFailure as f:
+            out, failed = f.to_json(), True
+        content = [{"type": "text", "text": json.dumps(out, ensure_ascii=False)}]
+        news = inbox_text(self.session)
+        if news:
+            content.append({"type": "text", "text": news})
+        return {"content": content, "isError": failed}
+
+    def close(self) -> None:
+        if self.keepalive:
+            self.keepalive.stop()
+
+
+def error(rid, code: int, message: str) -> dict:
+    return {"jsonrpc": "2.0", "id": rid, "error": {"code": code, "message": message}}
+
+
+def serve(session: AgentSession, stdin, stdout) -> int:
+    bridge = Bridge(session)
+    try:
+        for raw in stdin:
+            if not raw.strip():
+                continue
+            try:
+                msg = json.loads(raw)
+            except ValueError:  # bad UTF-8 included
+                reply = error(None, PARSE_ERROR, "parse error")
+            else:
+                reply = bridge.answer(msg)
+            if reply is not None:
+                stdout.write(json.dumps(reply, ensure_ascii=False, separators=(",", ":")).encode() + b"\n")
+                stdout.flush()
+    finally:
+        bridge.close()
+    return 0
+
+
+def cmd_mcp(args) -> int:
+    session = AgentSession.open(Path.cwd())
+    protocol_out = sys.stdout.buffer
+    sys.stdout = sys.stderr  # a stray print must never land in the protocol stream
+    return serve(session, sys.stdin.buffer, protocol_out)
+
+
+def register(sub) -> None:
+    p = sub.add_parser("mcp", help="serve the agent tools over MCP on stdio, in a workspace")
+    p.set_defaults(run=cmd_mcp)
