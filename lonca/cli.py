@@ -5,6 +5,7 @@ import sys
 
 import lonca
 from lonca import admin_commands, console_commands, runner_commands
+from lonca import lonis, mcp_bridge
 from lonca.client import Unreachable
 from lonca.output import OK, REFUSED, UNREACHABLE, USAGE, Usage, fail
 from lonca.protocol import LoncaError
@@ -13,10 +14,13 @@ from lonca.protocol import LoncaError
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="lonca", description="Symbol leases and a merge queue for AI coding agents, with human review.")
     p.add_argument("--version", action="version", version=f"lonca {lonca.__version__}")
+    p.add_argument("--mode", choices=lonis.MODES, default="human", help="output of the Lonis provider commands")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     admin_commands.register(sub)
     console_commands.register(sub)
     runner_commands.register(sub)
+    mcp_bridge.register(sub)
+    lonis.register(sub)
     return p
 
 
