@@ -1,0 +1,121 @@
+"""`lonca mcp` on the wire: Las's rules for a child, strict arguments, the inbox after each tool,
+claim_mismatch, and the keep-alive that beats and renews while it serves."""
+import json
+import time
+
+import pytest
+
+from agents.mcp_pipe import McpPipe
+from test_leases import APP
+
+
+@pytest.fixture
+def pipes():
+    opened: list[McpPipe] = []
+
+    def open_(worker, ws) -> McpPipe:
+        opened.append(McpPipe(worker, ws))
+        return opened[-1]
+    yield open_
+    for p in opened:
+        if p.proc.poll() is None:
+            p.proc.kill()
+            p.proc.wait()
+
+
+def token_of(ws) -> str:
+    return json.loads((ws / ".lonca" / "session").read_text())["token"]
+
+
+def status(worker) -> dict:
+    return worker.cli_json("status")
+
+
+def test_a_child_as_las_expects(repo, agent, pipes):
+    ws, _ = agent()
+    p = pipes(repo, ws)
+    early = p.request("ping")
+    assert early["error"]["code"] == -32600 and early["error"]["message"] == "not initialized"
+    p.notify("notifications/initialized")  # a notification is never answered, before or after
+    p.send_raw(b"{not json")
+    assert p.recv() == {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "parse error"}}
+    init = p.initialize()["result"]
+    assert init["protocolVersion"] == "2024-11-05" and init["capabilities"] == {"tools": {"listChanged": False}}
+    assert p.initialize()["error"]["message"] == "already initialized"
+    assert p.request("ping")["result"] == {}
+    assert p.request("resources/list")["error"]["code"] == -32601
+    assert p.request("tools/call", {"name": "rm_rf", "arguments": {}})["error"] == {"code": -32602, "message": "unknown tool"}
+    assert p.request("tools/call", "not an object")["error"]["code"] == -32602
+    assert len(p.request("tools/list")["result"]["tools"]) == 14
+    stderr = p.close()
+    assert p.proc.returncode == 0
+    out = b"".join(p.stdout).decode()
+    assert len(p.stdout) == 9 and all(json.loads(line)["jsonrpc"] == "2.0" for line in p.stdout)
+    assert token_of(ws) not in out + stderr and "Traceback" not in out + stderr
+
+
+def test_strict_arguments_for_changes_lenient_for_reads(repo, agent, pipes):
+    ws, _ = agent()
+    p = pipes(repo, ws)
+    p.initialize()
+    listed = {t["name"]: t["inputSchema"] for t in p.request("tools/list")["result"]["tools"]}
+    got, _, failed = p.tool("lease_acquire", {"items": [{"symbol": "app.py#charge", "kind": "edit"}],
+                                              "intent": "fees", "colour": "red"})
+    assert failed and got["error"]["code"] == "invalid" and "colour" in got["error"]["message"]
+    assert got["expected"] == listed["lease_acquire"]
+    assert status(repo)["leases"] == []  # refused before it reached the daemon
+    got, _, failed = p.tool("status", {"verbose": True})
+    assert not failed and got["repo"] == "demo"
+    assert got["expected"] == listed["status"] and "verbose" in got["warnings"][0]
+    got, _, failed = p.tool("symbols", {})
+    assert failed and got["error"]["code"] == "invalid" and "path" in got["error"]["message"]
+    got, _, failed = p.tool("lease_acquire", {"items": [{"symbol": "app.py#charge", "kind": "own"}], "intent": "x"})
+    assert failed and "kind" in got["error"]["message"]
+    got, _, failed = p.tool("symbols", {"path": "nowhere.py"})
+    assert failed and got["error"]["code"] == "not_found"
+    p.close()
+
+
+def test_claim_mismatch_and_the_inbox(repo, agent, pipes):
+    (wa, sa), (wb, sb) = agent("alpha"), agent("beta")
+    a, b = pipes(repo, wa), pipes(repo, wb)
+    a.initialize()
+    b.initialize()
+    assert a.tool("lease_acquire", {"items": [{"symbol": "app.py#charge", "kind": "edit"}], "intent": "fees"})[0]["set"]
+    (wa / "app.py").write_text(APP.replace("amount * 2", "amount * 3"))
+    got, _, failed = a.tool("propose", {"intent": "fees", "claim": {"edits": ["app.py#Client.pay"]}})
+    assert failed and got["status"] == "denied" and "claim_mismatch:edits" in got["decision"]["reasons"]
+    assert got["claim_mismatch"] == [{"field": "edits", "claimed": ["app.py#Client.pay"], "facts": ["app.py#charge"]}]
+    sent, news, _ = b.tool("negotiate", {"thread": "fees", "to_session": sa,
+                                          "message": {"type": "counter", "note": "leave charge to me"}})
+    assert sent["decision"]["outcome"] == "allow" and news == []
+    _, news, _ = a.tool("status")
+    assert len(news) == 1 and "leave charge to me" in news[0] and sb in news[0]
+    _, news, _ = a.tool("status")
+    assert news == []  # told once
+    got, _, failed = a.tool("propose", {"intent": "fees"})
+    assert not failed and got["status"] == "queued" and "claim_mismatch" not in got
+    a.close()
+    b.close()
+
+
+def test_keepalive_beats_and_renews(repo, agent, pipes):
+    ws, sid = agent("alpha")
+    other, _ = agent("beta")
+    p = pipes(repo, ws)
+    p.initialize()
+    held = p.tool("lease_acquire", {"items": [{"symbol": "app.py#charge", "kind": "edit"}], "intent": "fees",
+                                    "ttl_ms": 1500})[0]
+    loose = json.loads(repo.cli("lease", "acquire", "app.py#Client.pay", "--intent", "pay", "--ttl-ms", "1500",
+                                "--json", cwd=other, check=True).stdout)
+    time.sleep(4)  # past both TTLs: only the bridge's lease is still held
+    st = status(repo)
+    me = next(s for s in st["sessions"] if s["id"] == sid)
+    assert me["last_seen_ms"] is not None and st["now_ms"] - me["last_seen_ms"] < 3000
+    live = {lease["set"] for lease in st["leases"]}
+    assert held["set"] in live and loose["set"] not in live
+    assert p.tool("end")[0]["decision"]["outcome"] == "allow"
+    got, _, failed = p.tool("status")
+    assert failed and got["error"]["code"] in ("session_inactive", "unauthenticated")
+    stderr = p.close()
+    assert token_of(ws) not in stderr
