@@ -32,7 +32,9 @@ def contract(t: Tool) -> dict:
 
 def manifest() -> dict:
     return {"name": "lonca", "version": lonca.__version__, "schema_version": SCHEMA_VERSION,
-            "description": "Symbol leases and a merge queue for AI coding agents: the agent tools of a Lonca workspace.",
+            "description": ("Symbol leases and a merge queue for AI coding agents: the agent tools of a Lonca workspace. "
+                            "Each call also hands over what the session's inbox holds, as a message block; "
+                            "what was handed over is not handed over again."),
             "output_formats": list(MODES), "exit_codes": EXIT_CODES,
             "tools": [{"name": t.tool_id, "description": t.description} for t in TOOLS]}
 

@@ -79,6 +79,7 @@ class Bridge:
             out, failed = f.to_json(), True
         content = [{"type": "text", "text": json.dumps(out, ensure_ascii=False)}]
         news = inbox_text(self.session)
+        self.session.client.close()  # one connection per tool: a bridge idle for long holds none the daemon must close
         if news:
             content.append({"type": "text", "text": news})
         return {"content": content, "isError": failed}

@@ -25,11 +25,11 @@ class KeepAlive(threading.Thread):
 
     def run(self) -> None:
         wait = 0.0
-        try:
-            while not self.stopped.wait(wait):
+        while not self.stopped.wait(wait):
+            try:
                 wait = self.beat()
-        finally:
-            self.client.close()
+            finally:
+                self.client.close()  # a connection per beat: beats may be further apart than the daemon's idle limit
 
     def beat(self) -> float:
         """One heartbeat and the renewals it calls for; the seconds until the next one."""
@@ -37,6 +37,7 @@ class KeepAlive(threading.Thread):
             hb = self.session.call("session.heartbeat", client=self.client)
         except LoncaError as e:
             if e.code in ("session_inactive", "unauthenticated"):
+                self.session.over.set()
                 self.stopped.set()
             return RETRY_S
         except (Unreachable, Usage):

@@ -16,6 +16,8 @@ class AgentSession:
     # lease set -> the ttl_ms it was taken with, so the keep-alive renews it for as long
     lease_ttls: dict[str, int | None] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    # set once the session has ended or expired: from then on every tool answers session_inactive
+    over: threading.Event = field(default_factory=threading.Event)
 
     @classmethod
     def open(cls, start: Path) -> "AgentSession":

@@ -17,6 +17,8 @@ CLAIM_FIELDS = ("edits", "adds", "deletes", "deleted_files", "signature_changes"
 GENERIC = {"internal": "the daemon failed; try again", "git": "a git operation in the daemon failed",
            "integrity": "the daemon's log does not verify; tell a human"}
 
+SESSION_OVER = "the session has ended or expired; start a new one (lonca session start)"
+
 
 class ToolFailure(Exception):
     """What a tool call ends with when it does not return: a code, a message that says what to
@@ -146,7 +148,10 @@ def _negotiate(s: AgentSession, a: dict) -> dict:
 
 
 def _end(s: AgentSession, a: dict) -> dict:
-    return s.call("session.end", {"files": workspace.end_files(s.ws)})
+    res = s.call("session.end", {"files": workspace.end_files(s.ws)})
+    if res["decision"]["outcome"] == "allow":
+        s.over.set()
+    return res
 
 
 TOOLS: list[Tool] = [
@@ -207,9 +212,14 @@ def invoke(s: AgentSession, tool: Tool, args) -> dict:
         problems = errors + [f"{tool.name} takes no argument {k}" for k in unknown]
         raise ToolFailure("invalid", "; ".join(problems), expected=tool.schema)
     given = {k: v for k, v in (args or {}).items() if k not in unknown}
+    if s.over.is_set():
+        raise ToolFailure("session_inactive", SESSION_OVER)
     try:
         out = tool.run(s, given)
     except LoncaError as e:
+        if e.code == "session_inactive":
+            s.over.set()
+            raise ToolFailure("session_inactive", SESSION_OVER) from None
         raise ToolFailure(e.code, GENERIC.get(e.code, e.message)) from None
     except Usage as e:
         raise ToolFailure("usage", str(e)) from None

@@ -115,7 +115,27 @@ def test_keepalive_beats_and_renews(repo, agent, pipes):
     live = {lease["set"] for lease in st["leases"]}
     assert held["set"] in live and loose["set"] not in live
     assert p.tool("end")[0]["decision"]["outcome"] == "allow"
-    got, _, failed = p.tool("status")
-    assert failed and got["error"]["code"] in ("session_inactive", "unauthenticated")
+    for name in ("status", "lease_release"):  # every tool, once the session is over
+        got, _, failed = p.tool(name, {"set": held["set"]} if name == "lease_release" else {})
+        assert failed and got["error"]["code"] == "session_inactive"
     stderr = p.close()
     assert token_of(ws) not in stderr
+
+
+def test_outside_a_workspace_it_does_not_serve(repo, tmp_path):
+    res = repo.cli("mcp", cwd=tmp_path, input='{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}\n')
+    assert res.returncode == 3 and res.stdout == "" and "not in a Lonca workspace" in res.stderr
+
+
+def test_a_connection_closed_while_quiet_is_opened_again(make_worker, source_repo, tmp_path, pipes):
+    w = make_worker({"LONCA_IDLE_S": "1"})
+    w.cli_json("init", "demo", "--import", str(source_repo))
+    ws = tmp_path / "ws"
+    w.cli_json("session", "start", "--agent", "alpha", "--dir", str(ws))
+    p = pipes(w, ws)
+    p.initialize()
+    assert not p.tool("status")[2]
+    time.sleep(2.5)  # the daemon closes the quiet connection; the next call goes on a new one
+    got, _, failed = p.tool("status")
+    assert not failed and got["repo"] == "demo", got
+    p.close()
