@@ -139,3 +139,51 @@ def test_a_connection_closed_while_quiet_is_opened_again(make_worker, source_rep
     got, _, failed = p.tool("status")
     assert not failed and got["repo"] == "demo", got
     p.close()
+
+
+def wait_integrated(p: McpPipe, change: str, timeout: float = 30) -> None:
+    start, deadline = 1, time.time() + timeout
+    while time.time() < deadline:
+        ev = p.tool("events", {"from": start})[0]
+        start = ev["next"]
+        if any(e["kind"] == "integrated" and e["change"] == change for e in ev["events"]):
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"{change} never integrated")
+
+
+def test_interest_renew_release_sync_withdraw(repo, agent, pipes):
+    (wa, _), (wb, sb) = agent("alpha"), agent("beta")
+    a, b = pipes(repo, wa), pipes(repo, wb)
+    a.initialize()
+    b.initialize()
+    charge = [{"symbol": "app.py#charge", "kind": "edit"}]
+    held = a.tool("lease_acquire", {"items": charge, "intent": "fees"})[0]["set"]
+    waiting = b.tool("lease_interest", {"items": charge, "intent": "I need charge next"})[0]
+    assert waiting["decision"]["outcome"] == "allow"
+    assert a.tool("lease_renew", {"set": held, "ttl_ms": 120_000})[0]["decision"]["outcome"] == "allow"
+    assert a.tool("lease_release", {"set": held})[0]["decision"]["outcome"] == "allow"
+    _, news, _ = b.tool("status")
+    assert any("Reserved for you" in n and "app.py#charge" in n for n in news)
+
+    base = json.loads((wb / ".lonca" / "workspace.json").read_text())["base"]
+    a.tool("lease_acquire", {"items": [{"symbol": "lib/util.py#helper", "kind": "edit"}], "intent": "answer 43"})
+    (wa / "lib" / "util.py").write_text("def helper():\n    return 43\n")
+    wait_integrated(a, a.tool("propose", {"intent": "answer 43"})[0]["change"])
+    synced, _, failed = b.tool("sync")
+    assert not failed and synced["base_before"] == base != synced["base_after"] and synced["conflicts"] == []
+    assert "return 43" in (wb / "lib" / "util.py").read_text()
+    old = b.tool("symbols", {"path": "lib/util.py", "commit": base})[0]
+    assert old["commit"] == base and [s["id"] for s in old["symbols"]] == ["lib/util.py#helper", "lib/util.py#<file>"]
+
+    # a change of the policy file waits for a human, so it is still there to withdraw
+    b.tool("lease_acquire", {"items": [{"symbol": "lonca.toml#leases", "kind": "edit"}], "intent": "slower beats"})
+    (wb / "lonca.toml").write_text("[leases]\ntimeout_ms = 6000\n")
+    pending = b.tool("propose", {"intent": "slower beats"})[0]
+    assert pending["status"] == "pending", pending
+    withdrawn, _, failed = b.tool("withdraw", {"change": pending["change"]})
+    assert not failed and withdrawn["decision"]["outcome"] == "allow"
+    change = next(c for c in b.tool("status")[0]["changes"] if c["change"] == pending["change"])
+    assert change["status"]["status"] == "withdrawn"
+    a.close()
+    b.close()
