@@ -2,6 +2,7 @@
 so a newcomer sees the console move. The operator's file key creates the repository, starts the
 agents' sessions and enrols every key registered in the console (only for a demo on one's own
 machine: that is what `--demo` says in its help)."""
+import base64
 import subprocess
 import tempfile
 import threading
@@ -20,6 +21,7 @@ FILES = {
     "README.md": "# Demo\n\n## Install\n\nRun it.\n",
 }
 BEAT_S = 5.0
+EDIT_S = 15.0  # ada proposes another edit this often, so the queue keeps moving
 
 
 def now_ms() -> int:
@@ -90,17 +92,62 @@ class Demo:
                 print(f"lonca demo: could not enrol {r.human}: {e.code}: {e.message}", flush=True)
             self.enrolments.remove(r.id)
 
+    def _propose(self, c: Client, agent: str, base: str, path: str, text: str, intent: str) -> dict:
+        files = [{"path": path, "content_b64": base64.b64encode(text.encode()).decode(), "mode": None}]
+        f = c.call("facts.preview", {"base": base, "files": files}, token=agent)["facts"]
+        claim = {"intent": intent, **{k: f[k] for k in ("edits", "adds", "deletes", "deleted_files", "signature_changes", "tests")}}
+        res = c.call("change.propose", {"change": None, "base": base, "files": files, "claim": claim}, token=agent)
+        print(f"lonca demo: {intent}: {res['decision']['outcome']} {' '.join(res['decision']['reasons'])}".rstrip(), flush=True)
+        return res
+
+    def _lease(self, c: Client, agent: str, symbol: str, intent: str, kind: str = "edit") -> dict:
+        return c.call("lease.acquire", {"set": None, "items": [{"symbol": symbol, "kind": kind}], "intent": intent,
+                                        "ttl_ms": 3_600_000}, token=agent)
+
+    def _wait_queue(self, c: Client, token: str) -> str:
+        for _ in range(100):
+            st = c.call("status", repo=REPO, token=token)
+            if not st["queue"]:
+                return st["trunk"]
+            time.sleep(0.2)
+        return st["trunk"]
+
+    def _scenario(self, c: Client, token: str, agents: list[str]) -> None:
+        """Leases, a refused lease, an integration, an escalation for a human, and a conflict."""
+        ada, bo, cem = agents
+        base = c.call("status", repo=REPO, token=token)["trunk"]
+        held = self._lease(c, ada, "billing.py#charge", "tidy the fee computation")
+        self._lease(c, bo, "client.py#Client.pay", "pay with a real amount")
+        self._lease(c, bo, "billing.py#charge", "bo wants the fee too")  # refused: ada holds it
+        self._propose(c, ada, base, "billing.py", FILES["billing.py"].replace("amount * 2", "amount * 3"), "triple the fee")
+        self._lease(c, cem, "lonca.toml#<file>", "share leases between agents")
+        self._propose(c, cem, base, "lonca.toml", "[leases]\nshared = true\n", "share leases (a critical path: a human decides)")
+        self._wait_queue(c, token)
+        c.call("lease.release", {"set": held["set"]}, token=ada)
+        self._lease(c, bo, "billing.py#charge", "bo's fee, on an old base")
+        self._propose(c, bo, base, "billing.py", FILES["billing.py"].replace("amount * 2", "amount + 1"), "a fee on an old base (conflicts)")
+
     def _run(self) -> None:
         try:
             with Client() as c:
                 token = self._setup(c)
                 agents = self._start_agents(c, token)
-                next_beat = 0.0
+                self._scenario(c, token, agents)
+                next_beat, next_edit, n = 0.0, time.time() + EDIT_S, 3
                 while not self._stop.wait(0.5):
                     self._enrol_requests(c, token)
                     if time.time() >= next_beat:
                         for t in agents:
                             c.call("session.heartbeat", token=t)
                         next_beat = time.time() + BEAT_S
+                    if time.time() >= next_edit:
+                        n += 1
+                        trunk = self._wait_queue(c, token)
+                        self._lease(c, agents[0], "billing.py#refund", "keep refunds in step")
+                        blob = c.call("blobs", {"commit": trunk, "paths": ["billing.py"]}, token=agents[0])[0]
+                        lines = base64.b64decode(blob["content_b64"]).decode().splitlines(keepends=True)
+                        text = "".join(f"    return -amount * {n}\n" if "return -amount" in ln else ln for ln in lines)
+                        self._propose(c, agents[0], trunk, "billing.py", text, f"refund round {n}")
+                        next_edit = time.time() + EDIT_S
         except (LoncaError, Unreachable) as e:
             print(f"lonca demo stopped: {e}", flush=True)

@@ -2,6 +2,7 @@
 import base64
 import binascii
 import secrets
+import threading
 from collections import OrderedDict
 
 import pygit2
@@ -61,19 +62,21 @@ class TreeMaps:
 
     def __init__(self, size: int = 64):
         self._maps: OrderedDict[str, dict[str, TreeEntry]] = OrderedDict()
+        self._lock = threading.Lock()  # shared by the worker's threads
         self.size = size
 
     def get(self, repo: pygit2.Repository, commit_id: str) -> dict[str, TreeEntry]:
-        m = self._maps.get(commit_id)
-        if m is None:
-            m = {}
-            commit = repo.get(commit_id)
-            _walk(repo, commit.tree, "", m)
+        with self._lock:
+            m = self._maps.get(commit_id)
+            if m is not None:
+                self._maps.move_to_end(commit_id)
+                return m
+        m = {}
+        _walk(repo, repo.get(commit_id).tree, "", m)
+        with self._lock:
             self._maps[commit_id] = m
             if len(self._maps) > self.size:
                 self._maps.popitem(last=False)
-        else:
-            self._maps.move_to_end(commit_id)
         return m
 
 

@@ -150,6 +150,7 @@ def decide_proposal(rs: RepoState, session: str | None, facts: dict, claim: dict
         deny_r.append("unknown_base")
     elif rs.integrations - rs.trunks[base] > rs.policy.max_behind:
         deny_r.append("stale_trunk")
+    deny_r += rs.quota_reasons(session, now)
     paths = sorted(set(facts["added_files"]) | set(facts["modified_files"]) | set(facts["deleted_files"]))
     for p in facts["added_files"]:
         if p in trunk_map and p not in base_map:

@@ -3,6 +3,7 @@ import asyncio
 import json
 import logging
 import signal
+import threading
 import time
 
 import pygit2
@@ -37,7 +38,7 @@ class Daemon:
         self.engine = None
         self.state = State(self.policy_of)
         self.tokens = auth.Tokens([])
-        self._stores: dict[str, pygit2.Repository] = {}
+        self._stores = threading.local()  # a pygit2 Repository is not safe to share between threads
         self._policies: dict[tuple[str, str], Policy] = {}
         self.tree_maps = TreeMaps()
         self.symbols = SymbolCache()
@@ -112,7 +113,9 @@ class Daemon:
     def policy_text(self, repo: str, commit_id: str) -> str | None:
         """lonca.toml of a commit in the repository's store, None when absent."""
         path = self.config.repos_dir / f"{repo}.git"
-        store = self._stores.get(repo) or gitstore.open_store(path)
+        store = self.store(repo) if path.exists() else None
+        if store is None:
+            return None
         try:
             commit = store.get(commit_id)
             return store[commit.tree["lonca.toml"].id].data.decode("utf-8", "replace")
@@ -129,9 +132,11 @@ class Daemon:
         self.queue.wake.set()
 
     def store(self, repo: str) -> pygit2.Repository:
-        if repo not in self._stores:
-            self._stores[repo] = gitstore.open_store(self.config.repos_dir / f"{repo}.git")
-        return self._stores[repo]
+        """This thread's handle on the repository's store."""
+        handles = self._stores.__dict__.setdefault("by_repo", {})
+        if repo not in handles:
+            handles[repo] = gitstore.open_store(self.config.repos_dir / f"{repo}.git")
+        return handles[repo]
 
     # -- the database outside the log -------------------------------------------------------
 

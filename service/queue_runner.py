@@ -74,6 +74,9 @@ class QueueRunner:
 
     def _verify(self, store: pygit2.Repository, rs: RepoState, prefix: list[QueuedChange], commit: str) -> Verdict:
         """The checks the prefix owes under the policy in force, on the candidate's tree."""
+        over = sorted({r for q in prefix for r in rs.quota_reasons(rs.changes[q.change].session, self.d.now_ms())})
+        if over:
+            return Verdict(ok=False, reasons=over, detail=[])  # past [quota]: the checks do not run
         owed: list[str] = []
         for q in prefix:
             rec = rs.changes[q.change]

@@ -134,14 +134,12 @@ class SocketServer:
         self._next_id += 1
         peer = Peer(uid=uid, pid=pid, conn_id=self._next_id)
         if uid not in self.allowed_uids:
-            writer.write(error_line(0, "forbidden", "this daemon serves another user; run your own daemon"))
-            writer.close()
+            await self._refuse(reader, writer, "forbidden", "this daemon serves another user; run your own daemon")
             return
         refusal = self._admit(peer)
         if refusal:
             self.refused["busy"] += 1
-            writer.write(error_line(0, "busy", "every connection is answering a request; send it again"))
-            writer.close()
+            await self._refuse(reader, writer, "busy", "every connection is answering a request; send it again")
             return
         conn = _Conn(peer=peer, writer=writer)
         self._conns[peer.conn_id] = conn
@@ -149,10 +147,24 @@ class SocketServer:
             await self._loop(conn, reader)
         except (ConnectionError, asyncio.IncompleteReadError):
             pass
+        except asyncio.CancelledError:
+            pass  # the server is closing; ending quietly keeps asyncio from logging each connection
         finally:
             self._conns.pop(peer.conn_id, None)
             if not writer.is_closing():
                 writer.close()
+
+    async def _refuse(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, code: str, message: str) -> None:
+        """Answer and close without losing the answer: closing with the peer's request unread
+        would reset the connection before the peer reads why."""
+        writer.write(error_line(0, code, message))
+        try:
+            await asyncio.wait_for(writer.drain(), 5)
+            writer.write_eof()
+            await asyncio.wait_for(reader.read(self.limits.line_max), 1.0)
+        except (asyncio.TimeoutError, ConnectionError, OSError):
+            pass
+        writer.close()
 
     # -- reading lines ----------------------------------------------------------------------
 

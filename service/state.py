@@ -179,6 +179,20 @@ class RepoState:
         """A session and those it continues (one workspace)."""
         return {session}
 
+    def quota_reasons(self, session: str | None, now_ms: int) -> list[str]:
+        """[quota]: verification_quota:session when the session's line used its seconds,
+        verification_quota:day when the UTC day did."""
+        out = []
+        pol = self.policy
+        rec = self.sessions.get(session or "")
+        while rec is not None and rec.parent in self.sessions:  # the line's total sits at its root
+            rec = self.sessions[rec.parent]
+        if pol.session_seconds and rec is not None and rec.verification_ms >= pol.session_seconds * 1000:
+            out.append("verification_quota:session")
+        if pol.day_seconds and self.verification_days.get(now_ms // 86_400_000, 0) >= pol.day_seconds * 1000:
+            out.append("verification_quota:day")
+        return out
+
     def event(self, e: dict, *sessions: str) -> None:
         self.events.append((e, frozenset(sessions)))
 

@@ -127,3 +127,16 @@ def test_crash_in_the_middle_of_an_integration(env):
     env.w.start()
     assert store_trunk(env.w) == got["status"]["commit"]
     c.close()
+
+
+def test_quota_of_the_day(env):
+    env.policy('[verification]\ntests = ["python3", "-c", "%s"]\n[quota]\nday_seconds = 1\n' % CHECK.format(delay=1.1).replace('"', '\\"'))
+    c = env.client
+    a = env.agent()["token"]
+    acquire(c, a, "app.py#<file>")
+    first = propose(c, a, env.status()["trunk"], {"app.py": APP.replace("amount * 2", "amount * 4")})
+    got = wait_status(c, a, first["change"], "integrated", timeout=30)
+    assert int(got["evidence"][0]["duration_ms"]) >= 1000
+    assert env.status()["verification_day_ms"] >= 1000
+    second = propose(c, a, env.status()["trunk"], {"app.py": APP.replace("amount * 2", "amount * 5")})
+    assert second["decision"]["outcome"] == "deny" and "verification_quota:day" in second["decision"]["reasons"]
