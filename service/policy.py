@@ -52,7 +52,8 @@ class Policy:
         """What the queue runs for a change: build, tests, extended, then each named check owed."""
         if not self.readable:
             return None
-        out = [n for n, argv in (("build", self.build), ("tests", self.tests)) if argv]
+        # required: build and tests are owed even without a command (then verification_missing)
+        out = [n for n, argv in (("build", self.build), ("tests", self.tests)) if argv or self.required]
         if signature_changes and self.extended:
             out.append("extended")
         named = set(asked)
