@@ -115,7 +115,7 @@ def main() -> None:
             page.evaluate(OBSERVE)
             page.wait_for_timeout(500)  # the SSE stream is open
             with Client(w.socket) as c:
-                start = c.call("session.heartbeat", token=agent)["seq"] + 1
+                c.call("session.heartbeat", token=agent)
                 page.wait_for_timeout(300)
                 made: dict[int, int] = {}
                 for _ in range(EVENTS):

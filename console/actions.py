@@ -13,7 +13,7 @@ from lonca.protocol import LoncaError
 
 from . import ceremonies
 from .browser_sessions import now_ms
-from .guard import NotLoggedIn, call, describe, guard, session_of
+from .guard import NotLoggedIn, call, describe, guard
 
 NAME_RE = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 SCOPE = {"symbols": None, "ops": [], "max_files": None, "max_lines": None, "scratch": []}

@@ -10,20 +10,17 @@ from pygments.lexers.special import TextLexer
 from pygments.token import STANDARD_TYPES
 from pygments.util import ClassNotFound
 
+from lonca import protocol
+
 MAX_DIFF_LINES = 20_000
 HUNK_RE = re.compile(r"^@@ -\d+(?:,\d+)? \+\d+(?:,\d+)? @@")
 
 
 def actor_label(actor) -> str:
+    """Labels come as strings in status, as objects in log entries."""
     if isinstance(actor, str):
         return actor
-    if not isinstance(actor, dict):
-        return "?"
-    if actor.get("kind") == "agent":
-        return f"agent:{actor.get('name')}/{actor.get('session')}"
-    if actor.get("kind") == "human":
-        return f"human:{actor.get('name')}"
-    return "daemon"
+    return protocol.actor_label(actor) if isinstance(actor, dict) else "?"
 
 
 def age(ms: int | None, now_ms: int | None = None) -> str:

@@ -12,7 +12,7 @@ from lonca.audit import ChainVerifier, verify_entries
 from lonca.canonical import canonical
 from lonca.client import Client, Unreachable, checked_ping
 from lonca.output import OK, REFUSED, Usage, decision_exit, emit_json, paint
-from lonca.protocol import LOGIN_TTL_DEFAULT_MS, LoncaError
+from lonca.protocol import LOGIN_TTL_DEFAULT_MS, LoncaError, actor_label
 
 
 def now_ms() -> int:
@@ -76,12 +76,14 @@ def register(sub) -> None:
 
 def cmd_daemon(args) -> int:
     import asyncio
+    import faulthandler
     import logging
 
     from lonca.service import config as service_config
     from lonca.service.daemon import serve
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    faulthandler.enable()  # a crash in a native library leaves its trace in the worker's output
     cfg = service_config.from_env()
 
     def ready(daemon):
@@ -218,14 +220,6 @@ def cmd_status(args) -> int:
     return OK
 
 
-def _actor_label(actor: dict) -> str:
-    if actor.get("kind") == "agent":
-        return f"agent:{actor.get('name')}/{actor.get('session')}"
-    if actor.get("kind") == "human":
-        return f"human:{actor.get('name')}"
-    return "daemon"
-
-
 def cmd_log(args) -> int:
     name = human_name(args)
     start = args.start
@@ -239,7 +233,7 @@ def cmd_log(args) -> int:
                 else:
                     en = e["entry"]
                     t = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(en["time_ms"] / 1000))
-                    print(f"{en['seq']:>6}  {t}  {_actor_label(en['actor']):<32} {en['op']['op']:<18} {en['decision']['outcome']}"
+                    print(f"{en['seq']:>6}  {t}  {actor_label(en['actor']):<32} {en['op']['op']:<18} {en['decision']['outcome']}"
                           + (f" ({', '.join(en['decision']['reasons'])})" if en["decision"]["reasons"] else ""), flush=True)
                 start = e["entry"]["seq"] + 1
             if not args.follow and len(entries) < 1000:

@@ -3,14 +3,13 @@ anything is sent (seed 001, "Verifying the daemon"), one request at a time per c
 same typed errors. A long poll (`log` with `wait_ms`) holds a socket, not a thread."""
 import asyncio
 import itertools
-import json
 import socket
 import struct
 from pathlib import Path
 
 from lonca import paths
-from lonca.client import Unreachable, expected_uid, verify_socket
-from lonca.protocol import BIG_LINE_MAX, LoncaError
+from lonca.client import Unreachable, expected_uid, parse_response, request_line, result_of, verify_socket
+from lonca.protocol import BIG_LINE_MAX
 
 
 class AsyncClient:
@@ -46,14 +45,8 @@ class AsyncClient:
         async with self._lock:
             if self._writer is None:
                 await self.connect()
-            req = {"id": next(self._ids), "method": method}
-            if token is not None:
-                req["token"] = token
-            if repo is not None:
-                req["repo"] = repo
-            req["params"] = params or {}
             try:
-                self._writer.write(json.dumps(req, ensure_ascii=False, separators=(",", ":")).encode() + b"\n")
+                self._writer.write(request_line(next(self._ids), method, params, repo, token))
                 await self._writer.drain()
                 line = await asyncio.wait_for(self._reader.readline(), timeout or self.timeout)
             except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, ValueError) as e:
@@ -65,18 +58,10 @@ class AsyncClient:
             if not line:
                 self.close()
                 raise Unreachable("the daemon closed the connection")
-            try:
-                resp = json.loads(line)
-            except ValueError:
-                raise Unreachable("the daemon answered something that is not the protocol") from None
-            if not isinstance(resp, dict) or "ok" not in resp:
-                raise Unreachable("the daemon answered something that is not the protocol")
-            if resp["ok"]:
-                return resp["result"]
-            err = resp.get("error") or {}
-            if resp.get("id") == 0:
+            resp = parse_response(line)
+            if not resp["ok"] and resp.get("id") == 0:
                 self.close()
-            raise LoncaError(err.get("code", "internal"), err.get("message", ""))
+            return result_of(resp)
 
 
 class ClientPool:

@@ -7,7 +7,7 @@ import lonca
 from lonca import admin_commands, console_commands, runner_commands
 from lonca import lonis, mcp_bridge
 from lonca.client import Unreachable
-from lonca.output import OK, REFUSED, UNREACHABLE, USAGE, Usage, fail
+from lonca.output import REFUSED, UNREACHABLE, USAGE, Usage, fail
 from lonca.protocol import LoncaError
 
 

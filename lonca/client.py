@@ -49,6 +49,36 @@ def verify_socket(path: Path, uid: int, from_file: bool) -> None:
             raise Unreachable(f"{path.parent} is writable by others or belongs to someone else; refusing it")
 
 
+def request_line(rid: int, method: str, params: dict | None, repo: str | None, token: str | None) -> bytes:
+    """One request line; token and repo come before params, since the daemon decides a long
+    line's fate from its first 64 KiB."""
+    req = {"id": rid, "method": method}
+    if token is not None:
+        req["token"] = token
+    if repo is not None:
+        req["repo"] = repo
+    req["params"] = params or {}
+    return json.dumps(req, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+
+
+def parse_response(line: bytes) -> dict:
+    try:
+        resp = json.loads(line)
+    except ValueError:
+        raise Unreachable("the daemon answered something that is not the protocol") from None
+    if not isinstance(resp, dict) or "ok" not in resp:
+        raise Unreachable("the daemon answered something that is not the protocol")
+    return resp
+
+
+def result_of(resp: dict):
+    """The result of a response, or its error raised as LoncaError."""
+    if resp["ok"]:
+        return resp["result"]
+    err = resp.get("error") or {}
+    raise LoncaError(err.get("code", "internal"), err.get("message", ""))
+
+
 class Client:
     def __init__(self, path: Path | None = None, timeout: float | None = 60.0):
         self.path = Path(path) if path else paths.socket_path()
@@ -89,36 +119,19 @@ class Client:
         """Send one request and return the raw response object."""
         if self._sock is None:
             self.connect()
-        rid = next(self._ids)
-        # token and repo come before params: the daemon decides a long line's fate from its head
-        req = {"id": rid, "method": method}
-        if token is not None:
-            req["token"] = token
-        if repo is not None:
-            req["repo"] = repo
-        req["params"] = params or {}
         try:
-            self._sock.sendall(json.dumps(req, ensure_ascii=False, separators=(",", ":")).encode() + b"\n")
+            self._sock.sendall(request_line(next(self._ids), method, params, repo, token))
             line = self._read_line()
         except OSError as e:
             self.close()
             raise Unreachable(f"the daemon connection failed: {e}") from None
-        try:
-            resp = json.loads(line)
-        except ValueError:
-            raise Unreachable("the daemon answered something that is not the protocol") from None
-        if not isinstance(resp, dict) or "ok" not in resp:
-            raise Unreachable("the daemon answered something that is not the protocol")
-        return resp
+        return parse_response(line)
 
     def call(self, method: str, params: dict | None = None, *, repo: str | None = None, token: str | None = None):
         resp = self.request(method, params, repo=repo, token=token)
-        if resp["ok"]:
-            return resp["result"]
-        err = resp.get("error") or {}
-        if resp.get("id") == 0 and err.get("code") in ("closed", "timeout"):
+        if not resp["ok"] and resp.get("id") == 0 and (resp.get("error") or {}).get("code") in ("closed", "timeout"):
             self.close()
-        raise LoncaError(err.get("code", "internal"), err.get("message", ""))
+        return result_of(resp)
 
     def _read_line(self) -> bytes:
         while True:

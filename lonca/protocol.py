@@ -33,6 +33,15 @@ ZERO_HASH = "0" * 64
 REPO_NAME_MAX = 64
 
 
+def actor_label(actor: dict) -> str:
+    """The seed's actor label of an actor object: human:<name>, agent:<name>/<session>, daemon."""
+    if actor.get("kind") == "agent":
+        return f"agent:{actor.get('name')}/{actor.get('session')}"
+    if actor.get("kind") == "human":
+        return f"human:{actor.get('name')}"
+    return "daemon"
+
+
 class LoncaError(Exception):
     """An error answer of the daemon: a stable code and a message for people."""
 

@@ -1,9 +1,10 @@
 """The daemon's Ed25519 signing key, made at first start, kept in $LONCA_HOME with mode 0600."""
-import os
 from pathlib import Path
 
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from lonca.humankeys import write_private
 
 
 def load_or_create(path: Path) -> Ed25519PrivateKey:
@@ -11,13 +12,7 @@ def load_or_create(path: Path) -> Ed25519PrivateKey:
         return serialization.load_pem_private_key(path.read_bytes(), password=None)
     key = Ed25519PrivateKey.generate()
     pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-    tmp = path.with_suffix(".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as f:
-        f.write(pem)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    write_private(path, pem)
     return key
 
 

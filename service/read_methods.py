@@ -2,7 +2,7 @@
 import asyncio
 
 import lonca
-from lonca.protocol import PROTOCOL, LoncaError
+from lonca.protocol import PROTOCOL, LoncaError, actor_label
 
 from . import gitstore
 from .log import entry_json
@@ -76,14 +76,6 @@ async def status(call: Call) -> dict:
         "interests": [i.to_json() for i in rs.interests],
         "reservations": [r.to_json() for r in rs.reservations if r.until_ms > now],
     }
-
-
-def actor_label(actor: dict) -> str:
-    if actor.get("kind") == "agent":
-        return f"agent:{actor['name']}/{actor['session']}"
-    if actor.get("kind") == "human":
-        return f"human:{actor['name']}"
-    return "daemon"
 
 
 @method("log", "read")

@@ -144,3 +144,12 @@ def source_repo(tmp_path) -> Path:
     git("add", ".", cwd=src)
     git("commit", "-qm", "second", cwd=src)
     return src
+
+
+@pytest.fixture
+def repo_env(worker, source_repo, monkeypatch):
+    from helpers import RepoEnv
+    monkeypatch.setenv("LONCA_HUMANS", worker.env["LONCA_HUMANS"])
+    env = RepoEnv(worker, source_repo)
+    yield env
+    env.client.close()

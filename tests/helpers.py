@@ -65,3 +65,35 @@ def propose(client, token: str, base: str, files: dict, intent: str = "test chan
 def acquire(client, token: str, *items, intent: str = "working on it", ttl_ms: int = 600_000) -> dict:
     lease_items = [i if isinstance(i, dict) else {"symbol": i, "kind": "edit"} for i in items]
     return client.call("lease.acquire", {"set": None, "items": lease_items, "intent": intent, "ttl_ms": ttl_ms}, token=token)
+
+
+class RepoEnv:
+    """A repository `demo` imported from a real git repository, a logged-in human (alice), and
+    helpers to start agents and act as the human."""
+
+    def __init__(self, worker, source_repo):
+        self.w = worker
+        self.human = human_key("alice")
+        self.client = worker.client().connect()
+        init_repo(self.client, self.human, "demo", import_from=str(source_repo))
+        self.token = login(self.client, self.human)
+
+    def agent(self, name: str = "agent", **extra) -> dict:
+        return start_session(self.client, self.human, self.token, agent=name, **extra)
+
+    def status(self) -> dict:
+        return self.client.call("status", repo="demo", token=self.token)
+
+    @property
+    def trunk(self) -> str:
+        return self.status()["trunk"]
+
+    def submit(self, op: dict) -> dict:
+        return self.client.call("human.submit", {"op": op, "sig": self.human.sign_op("demo", op)}, repo="demo", token=self.token)
+
+    def policy(self, text: str) -> dict:
+        op = self.client.call("human.prepare_policy", {"config": text}, repo="demo", token=self.token)["op"]
+        return self.submit(op)
+
+    def log(self) -> list:
+        return self.client.call("log", {"from": 1}, repo="demo", token=self.token)

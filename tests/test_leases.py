@@ -4,7 +4,7 @@ import time
 
 import pytest
 
-from helpers import acquire, human_key, init_repo, login, propose, start_session
+from helpers import acquire, propose
 from lonca.protocol import LoncaError
 
 APP = "def charge(amount):\n    return amount * 2\n\n\nclass Client:\n    def pay(self):\n        return charge(1)\n"
@@ -16,30 +16,8 @@ def database_url(request):
 
 
 @pytest.fixture
-def env(worker, source_repo, monkeypatch):
-    monkeypatch.setenv("LONCA_HUMANS", worker.env["LONCA_HUMANS"])
-    key = human_key("alice")
-    c = worker.client().connect()
-    init_repo(c, key, "demo", import_from=str(source_repo))
-    htoken = login(c, key)
-
-    class Env:
-        client, human, token, w = c, key, htoken, worker
-
-        def agent(self, name="agent", **extra):
-            return start_session(c, key, htoken, agent=name, **extra)
-
-        def status(self):
-            return c.call("status", repo="demo", token=htoken)
-
-        @property
-        def trunk(self):
-            return self.status()["trunk"]
-
-        def submit(self, op):
-            return c.call("human.submit", {"op": op, "sig": key.sign_op("demo", op)}, repo="demo", token=htoken)
-    yield Env()
-    c.close()
+def env(repo_env):
+    return repo_env
 
 
 def test_two_agents_different_functions_in_one_file(env):

@@ -1,6 +1,5 @@
 """The merge queue inside the worker: integrations, conflicts, batches with a failing check, and a
 crash in the middle of an integration. Real worker, real git store, real check processes."""
-import json
 import os
 import signal
 import time
@@ -8,7 +7,7 @@ import time
 import pygit2
 import pytest
 
-from helpers import acquire, human_key, init_repo, login, propose, start_session
+from helpers import acquire, propose
 from test_leases import APP, wait_status
 
 CHECK = ("import sys, time, pathlib; time.sleep({delay}); "
@@ -22,30 +21,8 @@ def database_url(request):
 
 
 @pytest.fixture
-def env(worker, source_repo, monkeypatch):
-    monkeypatch.setenv("LONCA_HUMANS", worker.env["LONCA_HUMANS"])
-    key = human_key("alice")
-    c = worker.client().connect()
-    init_repo(c, key, "demo", import_from=str(source_repo))
-    htoken = login(c, key)
-
-    class Env:
-        client, human, token, w = c, key, htoken, worker
-
-        def agent(self, name="agent"):
-            return start_session(c, key, htoken, agent=name)
-
-        def status(self):
-            return c.call("status", repo="demo", token=htoken)
-
-        def policy(self, text):
-            op = c.call("human.prepare_policy", {"config": text}, repo="demo", token=htoken)["op"]
-            c.call("human.submit", {"op": op, "sig": key.sign_op("demo", op)}, repo="demo", token=htoken)
-
-        def log(self):
-            return c.call("log", {"from": 1}, repo="demo", token=htoken)
-    yield Env()
-    c.close()
+def env(repo_env):
+    return repo_env
 
 
 def store_trunk(worker) -> str:

@@ -45,7 +45,7 @@ def wait_trunk_has(w, text, timeout=20):
 def test_session_lease_propose_sync_end(repo, tmp_path):
     w = repo
     a = run(w, "session", "start", "--agent", "alpha", "--dir", str(tmp_path / "a"), "--json")
-    b = run(w, "session", "start", "--agent", "beta", "--dir", str(tmp_path / "b"), "--json")
+    run(w, "session", "start", "--agent", "beta", "--dir", str(tmp_path / "b"), "--json")
     assert set(a) >= {"session", "workspace", "expires_ms", "paths", "scratch", "seq", "decision"}
     wa, wb = tmp_path / "a", tmp_path / "b"
     token_file = wa / ".lonca" / "session"

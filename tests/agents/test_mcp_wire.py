@@ -153,7 +153,7 @@ def wait_integrated(p: McpPipe, change: str, timeout: float = 30) -> None:
 
 
 def test_interest_renew_release_sync_withdraw(repo, agent, pipes):
-    (wa, _), (wb, sb) = agent("alpha"), agent("beta")
+    (wa, _), (wb, _) = agent("alpha"), agent("beta")
     a, b = pipes(repo, wa), pipes(repo, wb)
     a.initialize()
     b.initialize()

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from playwright.sync_api import expect
 
-from console.browser_steps import bootstrap, enrol, login, sign
+from console.browser_steps import bootstrap, sign
 from lonca import humansig
 
 SHOTS = os.environ.get("LONCA_SCREENSHOTS")

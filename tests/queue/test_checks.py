@@ -2,7 +2,6 @@
 environment, the candidate tree as cwd; attestations and evidence in the seed's shapes."""
 from __future__ import annotations
 
-import os
 import sys
 import time
 from pathlib import Path
