@@ -126,3 +126,30 @@ def test_pending_approve_reject_from_the_cli(repo, tmp_path):
     bad = w.cli("approve", str(seq), "--json")  # no longer pending: a denial exits 1
     assert bad.returncode == 1 and json.loads(bad.stdout)["decision"]["reasons"] == ["not_pending"]
     assert bad.stderr.startswith("denied: not_pending")
+
+
+def test_json_shapes_of_the_other_commands(repo, tmp_path):
+    w = repo
+    who = run(w, "human", "whoami", "--json")
+    assert set(who) == {"human", "alg", "public"} and who["alg"] == "ed25519"
+    a = run(w, "session", "start", "--agent", "alpha", "--dir", str(tmp_path / "a"), "--json")
+    run(w, "session", "start", "--agent", "beta", "--dir", str(tmp_path / "b"), "--json")
+    wa, wb = tmp_path / "a", tmp_path / "b"
+    got = run(w, "lease", "acquire", "app.py#charge", "--intent", "x", "--json", cwd=wa)
+    renewed = run(w, "lease", "renew", got["set"], "--ttl-ms", "60000", "--json", cwd=wa)
+    assert set(renewed) == {"seq", "decision", "set", "details"} and renewed["decision"]["outcome"] == "allow"
+    wait = run(w, "lease", "interest", "app.py#charge", "--intent", "after you", "--json", cwd=wb)
+    assert set(wait) == {"seq", "decision", "set", "details"} and wait["set"] is None
+    assert wait["details"][0]["holder_session"] == a["session"]
+    released = run(w, "lease", "release", got["set"], "--json", cwd=wa)
+    assert released["decision"]["outcome"] == "allow"
+    ev = run(w, "events", "--json", cwd=wb)
+    assert set(ev) == {"events", "next"} and any(e["kind"] == "reserved" for e in ev["events"])
+    ins = run(w, "lease", "acquire", "app.py#Client", "--kind", "insert", "--names", "refund,void", "--intent", "y", "--json", cwd=wb)
+    assert ins["decision"]["outcome"] == "allow"
+    ws = run(w, "workspace", "create", "--dir", str(tmp_path / "ro"), "--json")
+    assert set(ws) == {"workspace", "repo", "base"} and (tmp_path / "ro" / "app.py").exists()
+    nothing = w.cli("propose", "--json", cwd=wa)
+    assert nothing.returncode == 3 and nothing.stdout == "" and "no local changes" in nothing.stderr
+    outside = w.cli("propose", "--json", cwd=tmp_path)
+    assert outside.returncode == 3 and "not in a Lonca workspace" in outside.stderr
