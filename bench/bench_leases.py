@@ -45,6 +45,7 @@ def run_load(held: int, src: Path) -> tuple[float, list[float]]:
     w = BenchWorker()
     try:
         w.init_repo("bench", import_from=str(src))
+        w.policy("[sessions]\nops_per_minute = 10000000\n")  # a benchmark, not an agent: no rate limit
         hold_unrelated(w, held)
         tokens = w.start_sessions(AGENTS)
         reqs = []

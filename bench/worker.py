@@ -45,6 +45,11 @@ class BenchWorker:
             self.htoken = c.call("human.login", {"sig": self.key.sign_login(None, 3_600_000), "ttl_ms": 3_600_000})["token"]
         return name
 
+    def policy(self, text: str, repo: str = "bench") -> None:
+        with self.client() as c:
+            op = c.call("human.prepare_policy", {"config": text}, repo=repo, token=self.htoken)["op"]
+            c.call("human.submit", {"op": op, "sig": self.key.sign_op(repo, op)}, repo=repo, token=self.htoken)
+
     def start_sessions(self, n: int, repo: str = "bench") -> list[str]:
         tokens = []
         with self.client() as c:

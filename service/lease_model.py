@@ -112,25 +112,27 @@ class Reservation:
 
 
 class LeaseIndex:
-    """Lease sets by the paths their items name, so a conflict check looks only at its paths."""
+    """Held items by path, then by set: a conflict check reads only the items on its own paths,
+    so it costs the same however many unrelated leases are held."""
 
     def __init__(self):
-        self.by_path: dict[str, set[str]] = {}
+        self.by_path: dict[str, dict[str, list[tuple[dict, str | None]]]] = {}
 
     def add(self, s: LeaseSet) -> None:
-        for item in s.items + [i for its in s.pinned.values() for i in its]:
-            self.by_path.setdefault(split(item["symbol"])[0], set()).add(s.id)
+        """(Re-)index the set's items and pinned items; adding a set twice is the same as once."""
+        per_path: dict[str, list[tuple[dict, str | None]]] = {}
+        for item, change in [(i, None) for i in s.items] + [(i, c) for c, its in s.pinned.items() for i in its]:
+            per_path.setdefault(split(item["symbol"])[0], []).append((item, change))
+        for path, entries in per_path.items():
+            self.by_path.setdefault(path, {})[s.id] = entries
 
     def remove(self, s: LeaseSet) -> None:
-        for item in s.items + [i for its in s.pinned.values() for i in its]:
-            ids = self.by_path.get(split(item["symbol"])[0])
-            if ids:
-                ids.discard(s.id)
-                if not ids:
-                    del self.by_path[split(item["symbol"])[0]]
+        for path in {split(i["symbol"])[0] for i in s.items + [i for its in s.pinned.values() for i in its]}:
+            sets = self.by_path.get(path)
+            if sets is not None:
+                sets.pop(s.id, None)
+                if not sets:
+                    del self.by_path[path]
 
-    def candidates(self, items: list[dict]) -> set[str]:
-        out: set[str] = set()
-        for item in items:
-            out |= self.by_path.get(split(item["symbol"])[0], set())
-        return out
+    def on_path(self, path: str) -> dict[str, list[tuple[dict, str | None]]]:
+        return self.by_path.get(path, {})

@@ -8,7 +8,7 @@ from typing import Callable
 from lonca.protocol import ZERO_HASH
 
 from . import presence
-from .lease_model import Interest, LeaseIndex, LeaseSet, Reservation, items_conflict
+from .lease_model import Interest, LeaseIndex, LeaseSet, Reservation, items_conflict, split
 from .policy import DEFAULT, Policy
 
 LEAVES_QUEUE = ("integrated", "conflicted", "rejected", "withdrawn")
@@ -127,14 +127,16 @@ class RepoState:
 
     def holders(self, items: list[dict], session: str, now_ms: int) -> list[tuple[LeaseSet, dict, dict, str | None]]:
         """(set, held item, requested item, pinned change) for each conflict with another session."""
-        out = []
-        for sid in sorted(self.index.candidates(items)):
-            s = self.sets[sid]
-            if s.session == session:
-                continue
-            for held, pinned in self.live_items(s, now_ms):
-                for want in items:
-                    if items_conflict(held, want):
+        out, live = [], {}
+        for want in items:
+            for sid, held_items in self.index.on_path(split(want["symbol"])[0]).items():
+                s = self.sets[sid]
+                if s.session == session:
+                    continue
+                if sid not in live:
+                    live[sid] = self.set_live(s, now_ms)
+                for held, pinned in held_items:
+                    if (pinned is not None or live[sid]) and items_conflict(held, want):
                         out.append((s, held, want, pinned))
         return out
 
