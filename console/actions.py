@@ -123,7 +123,7 @@ async def _begin_init(request, s, body):
     return c, prepared["profile"] == "hardened", json.loads(bytes.fromhex(key["public"]))["credential_id"]
 
 
-def _op_approve(body, request):
+async def _op_approve(body, request, repo):
     checks = sorted({c.strip() for c in str(body.get("checks") or "").split(",") if c.strip()})
     op = {"op": "approve", "target_seq": _seq(body.get("target_seq")), "note": str(body.get("note") or "").strip()}
     if checks:
@@ -131,17 +131,17 @@ def _op_approve(body, request):
     return op, f"approve entry {op['target_seq']}" + (f" with checks {', '.join(checks)}" if checks else "")
 
 
-def _op_reject(body, request):
+async def _op_reject(body, request, repo):
     op = {"op": "reject", "target_seq": _seq(body.get("target_seq")), "reason": _text(body.get("reason"), "why you reject it")}
     return op, f"reject entry {op['target_seq']}: {op['reason']}"
 
 
-def _op_freeze(body, request):
+async def _op_freeze(body, request, repo):
     op = {"op": body["kind"], "reason": _text(body.get("reason"), f"why you {body['kind']} it")}
     return op, f"{body['kind']} the repository: {op['reason']}"
 
 
-def _op_session(body, request):
+async def _op_session(body, request, repo):
     agent = _name(body.get("agent"), "the agent's name")
     try:
         hours = int(body.get("hours") or 8)
@@ -156,14 +156,21 @@ def _op_session(body, request):
     return op, f"start a session for {agent} on {', '.join(paths)} for {hours} h"
 
 
-def _op_enroll(body, request):
+async def _op_enroll(body, request, repo):
     r = request.app.state.enrolments.get(str(body.get("request") or ""))
     if r is None:
         raise Refusal("that enrolment request is gone (requests last a day); ask them to register again")
     return {"op": "human.enroll", "human": r.human, "key": r.key}, f"enrol {r.human} (key {r.fingerprint})"
 
 
-OPS = {"approve": _op_approve, "reject": _op_reject, "freeze": _op_freeze, "unfreeze": _op_freeze,
+async def _op_policy(body, request, repo):
+    """The policy commit is written by the worker first; the human signs the op naming it."""
+    config = _text(body.get("config"), "the new lonca.toml", limit=64 * 1024) + "\n"
+    op = (await call(request, "human.prepare_policy", {"config": config}, repo=repo))["op"]
+    return op, f"put policy {op['policy'][:12]} in force in {repo}"
+
+
+OPS = {"policy.update": _op_policy, "approve": _op_approve, "reject": _op_reject, "freeze": _op_freeze, "unfreeze": _op_freeze,
        "session.start": _op_session, "human.enroll": _op_enroll}
 
 
@@ -180,7 +187,7 @@ async def ceremony_begin(request: Request):
             if not s.logged_in:
                 return problem("log in first", 401)
             repo = _name(body.get("repo"), "the repository")
-            op, summary = OPS[kind](body, request)
+            op, summary = await OPS[kind](body, request, repo)
             c = ceremonies.for_op(kind, repo, s.human, op, summary)
             uv, credential_id = await _profile(request, repo) == "hardened", s.credential_id
         else:

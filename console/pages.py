@@ -1,6 +1,7 @@
 """The console's pages. Each page renders whole for a browser and as its live fragment alone for
 htmx (HX-Request), which refreshes it on every log entry (`lonca:log`, see static/live.js)."""
 import asyncio
+import base64
 
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
@@ -71,8 +72,20 @@ async def login(request: Request) -> Response:
 async def repos(request: Request) -> Response:
     names = await call(request, "repo.list")
     states = await asyncio.gather(*(call(request, "status", repo=n) for n in names))
-    return render(request, "repos.html", {"repos": list(zip(names, states)),
+    policies = await asyncio.gather(*(_policy_text(request, n, st["policy"]) for n, st in zip(names, states)))
+    return render(request, "repos.html", {"repos": list(zip(names, states)), "policies": dict(zip(names, policies)),
                                           "requests": request.app.state.enrolments.all()}, "_repos.html")
+
+
+async def _policy_text(request: Request, repo: str, commit: str) -> str:
+    """lonca.toml in force, empty when the policy commit has none (the defaults hold)."""
+    try:
+        got = await call(request, "blobs", {"commit": commit, "paths": ["lonca.toml"]}, repo=repo)
+    except LoncaError as e:
+        if e.code == "not_found":
+            return ""
+        raise
+    return base64.b64decode(got[0]["content_b64"]).decode("utf-8", "replace")
 
 
 @page

@@ -30,7 +30,7 @@ class Policy:
     required: bool = False
     check_timeout_s: int = 600
     check_env: tuple[str, ...] = ()
-    batch_size: int = 8
+    batch_size: int = 16  # one verification for up to 16 changes; a failure costs log2(16) more
     # [sessions]
     ops_per_minute: int = 600
     session_max_ttl_ms: int = 7 * 24 * 3600_000
