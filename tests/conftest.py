@@ -115,6 +115,8 @@ def make_worker(tmp_path, database_url):
     yield make
     for w in workers:
         w.stop()
+        if w.output.exists():  # pytest shows this only for a failed test: the worker's own account
+            print(f"--- {w.output} (last lines) ---\n" + "\n".join(w.output.read_text(errors="replace").splitlines()[-40:]))
 
 
 @pytest.fixture
