@@ -61,6 +61,7 @@ class Daemon:
         self.engine = await asyncio.to_thread(open_engine, self.config.database_url)
         await asyncio.to_thread(self._replay)
         self.log = LogWriter(self.engine, self.key, self.state, self.now_ms, self._reload)
+        self.log.durable_next = {name: rs.next_seq for name, rs in self.state.repos.items()}
         self.log.start()
         await self.server.start()
         self._sweeper = asyncio.get_running_loop().create_task(self._sweep())
@@ -192,6 +193,7 @@ class Daemon:
             params = req.get("params", {})
             if not isinstance(params, dict):
                 raise LoncaError("invalid", "params is an object ({} when the method has none)")
+            await self.log.settled()  # answer from durable state only
             who, repo = auth.check(m.credential, m.name, req, self.tokens, self.state, self.now_ms())
             token = req.get("token")
             result = await m.fn(Call(self, peer, m.name, params, repo, who, token))

@@ -54,6 +54,11 @@ class LogWriter:
         self._pending: list[tuple[str, Callable[[], Draft], asyncio.Future]] = []
         self._wake = asyncio.Event()
         self._appended = asyncio.Condition()
+        # Entries are applied to the state as they are decided and become durable a commit
+        # later: readers wait for what was applied when they came (never a dirty read).
+        self._applied = 0
+        self._durable = 0
+        self.durable_next: dict[str, int] = {}  # repo -> the seq after its last durable entry
         self._db = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lonca-log")
         self._task: asyncio.Task | None = None
 
@@ -74,13 +79,20 @@ class LogWriter:
         return await fut
 
     async def wait_for(self, repo: str, seq: int, timeout_s: float) -> None:
-        """Until the repository's log has an entry at `seq` or the time runs out; holds no lock."""
+        """Until the repository's log has a durable entry at `seq` or the time runs out; holds no lock."""
         async with self._appended:
             try:
-                await asyncio.wait_for(self._appended.wait_for(
-                    lambda: (rs := self.state.repo(repo)) is not None and rs.next_seq > seq), timeout_s)
+                await asyncio.wait_for(self._appended.wait_for(lambda: self.durable_next.get(repo, 1) > seq), timeout_s)
             except asyncio.TimeoutError:
                 pass
+
+    async def settled(self) -> None:
+        """Until every entry applied so far is durable (at most the batch being committed)."""
+        target = self._applied
+        if self._durable >= target:
+            return
+        async with self._appended:
+            await self._appended.wait_for(lambda: self._durable >= target)
 
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
@@ -114,8 +126,12 @@ class LogWriter:
             except Exception as e:
                 for fut, _ in answers:
                     fut.set_exception(LoncaError("internal", f"the log could not be written ({type(e).__name__}); nothing was logged"))
-                self.on_failure()
+                self.on_failure()  # the state is the durable log's again
+                self._durable = self._applied
                 continue
+            self._durable = self._applied
+            for e in entries:
+                self.durable_next[e["repo"]] = max(self.durable_next.get(e["repo"], 1), e["seq"] + 1)
             for fut, answer in answers:
                 if not fut.done():
                     fut.set_result(answer)
@@ -134,6 +150,7 @@ class LogWriter:
         hash_hex = sha256_hex(text)
         sig = self.key.sign(bytes.fromhex(hash_hex)).hex()
         self.state.apply(repo, entry, hash_hex)
+        self._applied += 1
         return {"repo": repo, "seq": seq, "entry": text.decode(), "hash": hash_hex, "sig": sig}, entry
 
     def _commit(self, entries: list[dict], rows: list[SQLModel]) -> None:

@@ -90,7 +90,7 @@ async def log(call: Call) -> list:
     if start < 1 or (limit is not None and limit < 1) or (wait is not None and wait < 0):
         raise LoncaError("invalid", "from and limit are at least 1, wait_ms at least 0")
     limit = min(limit or lim.log_limit_max, lim.log_limit_max)
-    if wait and rs.next_seq <= start:
+    if wait and d.log.durable_next.get(rs.name, 1) <= start:
         await d.log.wait_for(rs.name, start, min(wait, lim.log_wait_max_ms) / 1000)
     rows = await asyncio.to_thread(read_log, d.engine, rs.name, start, limit)
     return [entry_json(r) for r in rows]

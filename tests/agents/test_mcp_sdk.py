@@ -1,5 +1,6 @@
 """`lonca mcp` driven by the official MCP Python SDK over stdio, as an agent host would: initialize,
 list the tools, take a lease, propose, follow events until the change integrates."""
+import concurrent.futures
 import json
 import sys
 import time
@@ -70,5 +71,7 @@ def test_sdk_takes_a_lease_proposes_and_follows_it_to_trunk(repo, agent):
             status = await call(s, "status")
             assert next(c for c in status["changes"] if c["change"] == change)["status"]["status"] == "integrated"
             assert (await call(s, "end"))["decision"]["outcome"] == "allow"
-    anyio.run(run)
+    # its own thread: a session-wide Playwright browser keeps an event loop in the main thread
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        pool.submit(anyio.run, run).result()
     assert "lonca_" not in (ws / "app.py").read_text()
