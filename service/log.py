@@ -86,6 +86,10 @@ class LogWriter:
             except asyncio.TimeoutError:
                 pass
 
+    @property
+    def dirty(self) -> bool:
+        return self._durable < self._applied
+
     async def settled(self) -> None:
         """Until every entry applied so far is durable (at most the batch being committed)."""
         target = self._applied

@@ -39,6 +39,13 @@ class Method:
 
 METHODS: dict[str, Method] = {}
 
+# Methods that append to the log: their decisions run in the writer, in order, and they answer
+# after the commit. Every other method answers from durable state only (Daemon.handle).
+WRITERS = frozenset({
+    "repo.init", "human.submit", "session.heartbeat", "session.end", "lease.acquire", "lease.release",
+    "lease.renew", "lease.interest", "change.propose", "change.withdraw", "negotiate", "cap.attenuate",
+})
+
 
 def method(name: str, credential: str):
     assert credential in CREDENTIALS, credential

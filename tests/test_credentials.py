@@ -15,3 +15,9 @@ def documented() -> dict[str, str]:
 
 def test_table_equals_code():
     assert documented() == {name: m.credential for name, m in METHODS.items()}
+
+
+def test_writers_are_methods():
+    """Every writer named exists (a typo would leave a real writer waiting for durable state)."""
+    from lonca.service.methods import WRITERS
+    assert WRITERS <= set(METHODS)
