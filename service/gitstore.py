@@ -56,7 +56,8 @@ def trunk(repo: pygit2.Repository) -> str:
     return str(repo.references[TRUNK_REF].target)
 
 
-def _commit(repo: pygit2.Repository, commit_id: str) -> pygit2.Commit:
+def commit_of(repo: pygit2.Repository, commit_id: str) -> pygit2.Commit:
+    """The commit, or not_found."""
     try:
         obj = repo.get(commit_id)
     except ValueError:
@@ -80,7 +81,7 @@ def list_tree(repo: pygit2.Repository, commit_id: str) -> list[dict]:
             else:
                 out.append({"path": path, "mode": mode_name(e.filemode), "blob": str(e.id), "size": repo[e.id].size})
 
-    walk(_commit(repo, commit_id).tree, "")
+    walk(commit_of(repo, commit_id).tree, "")
     out.sort(key=lambda f: f["path"])
     return out
 

@@ -83,20 +83,14 @@ def conflicts(rs: RepoState, session: str, items: list[dict], now: int) -> tuple
         if (s.id, held["symbol"]) not in seen:
             seen.add((s.id, held["symbol"]))
             details.append(detail(rs, s, held, pinned=pinned))
-    for it in rs.interests:
-        if it.session != session and now < it.blocks_until_ms and any(items_conflict(a, b) for a in it.items for b in items):
-            reasons.append(f"lease_wanted:{it.session}")
-            rec = rs.sessions.get(it.session)
-            details.append({"code": "lease_wanted", "symbol": it.items[0]["symbol"], "needed_kind": it.items[0]["kind"],
-                            "holder_session": it.session, "holder_agent": rec.agent if rec else None,
-                            "intent": it.intent, "expires_ms": it.blocks_until_ms, "set": None, "pinned_to": None})
-    for r in rs.reservations:
-        if r.session != session and now < r.until_ms and any(items_conflict(a, b) for a in r.items for b in items):
-            reasons.append(f"lease_reserved:{r.session}")
-            rec = rs.sessions.get(r.session)
-            details.append({"code": "lease_reserved", "symbol": r.items[0]["symbol"], "needed_kind": r.items[0]["kind"],
-                            "holder_session": r.session, "holder_agent": rec.agent if rec else None,
-                            "intent": r.intent, "expires_ms": r.until_ms, "set": None, "pinned_to": None})
+    for code, waits, until in [("lease_wanted", i, i.blocks_until_ms) for i in rs.interests] + \
+                              [("lease_reserved", r, r.until_ms) for r in rs.reservations]:
+        if waits.session != session and now < until and any(items_conflict(a, b) for a in waits.items for b in items):
+            reasons.append(f"{code}:{waits.session}")
+            rec = rs.sessions.get(waits.session)
+            details.append({"code": code, "symbol": waits.items[0]["symbol"], "needed_kind": waits.items[0]["kind"],
+                            "holder_session": waits.session, "holder_agent": rec.agent if rec else None,
+                            "intent": waits.intent, "expires_ms": until, "set": None, "pinned_to": None})
     return list(dict.fromkeys(reasons)), details
 
 

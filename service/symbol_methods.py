@@ -6,6 +6,7 @@ import pygit2
 
 from lonca.protocol import LoncaError
 
+from . import gitstore
 from .methods import Call, expect, method, params_of
 
 
@@ -23,12 +24,7 @@ async def symbols(call: Call) -> dict:
     store = call.daemon.store(rs.name)
 
     def entry() -> pygit2.Object:
-        try:
-            obj = store.get(commit)
-        except ValueError:
-            obj = None
-        if not isinstance(obj, pygit2.Commit):
-            raise LoncaError("not_found", f"no commit {commit} in this repository")
+        obj = gitstore.commit_of(store, commit)
         try:
             found = obj.tree[path]
         except KeyError:
