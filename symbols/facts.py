@@ -135,7 +135,8 @@ class _Change:
 
     # --- reading ----------------------------------------------------------------------------
 
-    def _side(self, path: str, entry: TreeEntry, with_data: bool) -> _Side:
+    def _side(self, path: str, entry: TreeEntry, with_data: bool,
+              base: str | None = None) -> _Side:
         mode = mode_word(entry.mode)
         if mode == "submodule":
             return _Side(whole_file(path, None, "unparsed", entry.oid.encode()), None)
@@ -145,7 +146,7 @@ class _Change:
         data: bytes | None = None
         if with_data:
             data = self.load(entry.oid)
-            table = self.cache.table(path, entry.oid, lambda: data)
+            table = self.cache.table(path, entry.oid, lambda: data, base)
         else:
             table = self.cache.table(path, entry.oid, lambda: self.load(entry.oid))
         return _Side(table, data)
@@ -187,7 +188,7 @@ class _Change:
         f = self.facts
         f.modified_files.add(path)
         old = self._side(path, old_entry, True)
-        new = self._side(path, new_entry, True)
+        new = self._side(path, new_entry, True, old_entry.oid)
         binary = old.data is None or new.data is None or b"\0" in old.data or b"\0" in new.data
         old_lines = new_lines = []
         removed: list[int] = []

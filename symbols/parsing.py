@@ -39,8 +39,10 @@ def time_limit(size: int) -> float:
     return BASE_TIMEOUT_S + TIMEOUT_S_PER_MIB * size / (1024 * 1024)
 
 
-def parse_bounded(language: str, data: bytes, limit_s: float | None = None) -> Tree | None:
-    """The tree of `data`, or None when the time limit ran out."""
+def parse_bounded(language: str, data: bytes, limit_s: float | None = None,
+                  old: Tree | None = None) -> Tree | None:
+    """The tree of `data`, or None when the time limit ran out; `old`, an earlier tree already
+    edited to match `data`, lets tree-sitter reuse what the edit left alone."""
     deadline = time.monotonic() + (time_limit(len(data)) if limit_s is None else limit_s)
 
     def read(offset: int, _point: tuple[int, int]) -> bytes:
@@ -49,10 +51,50 @@ def parse_bounded(language: str, data: bytes, limit_s: float | None = None) -> T
     def progress(_offset: int, _has_error: bool) -> bool:
         return time.monotonic() > deadline
 
+    parser = parser_for(language)
     try:
-        return parser_for(language).parse(read, progress_callback=progress)
+        if old is None:     # parse() takes no None for its old tree
+            return parser.parse(read, progress_callback=progress)
+        return parser.parse(read, old, progress_callback=progress)
     except ValueError:
         return None
+
+
+def edited(tree: Tree, old: bytes, new: bytes) -> Tree:
+    """A copy of `old`'s tree told that `old` became `new`: one edit spanning everything
+    between their common prefix and common suffix."""
+    limit = min(len(old), len(new))
+    start = _common(old, new, limit, 1)
+    suffix = _common(old, new, limit - start, -1)
+    copy = tree.copy()
+    copy.edit(start_byte=start, old_end_byte=len(old) - suffix, new_end_byte=len(new) - suffix,
+              start_point=_point(old, start), old_end_point=_point(old, len(old) - suffix),
+              new_end_point=_point(new, len(new) - suffix))
+    return copy
+
+
+def _common(a: bytes, b: bytes, limit: int, step: int) -> int:
+    """Length of the common prefix (step 1) or suffix (step -1), at most `limit`: blocks are
+    compared in C, bytes one by one only inside the first block that differs."""
+    n = 0
+    block = 4096
+    while n < limit:
+        size = min(block, limit - n)
+        if step == 1:
+            x, y = a[n:n + size], b[n:n + size]
+        else:
+            x, y = a[len(a) - n - size:len(a) - n], b[len(b) - n - size:len(b) - n]
+        if x == y:
+            n += size
+            continue
+        if step == 1:
+            return n + next(i for i in range(size) if x[i] != y[i])
+        return n + next(i for i in range(size) if x[size - 1 - i] != y[size - 1 - i])
+    return n
+
+
+def _point(data: bytes, offset: int) -> tuple[int, int]:
+    return data.count(b"\n", 0, offset), offset - data.rfind(b"\n", 0, offset) - 1
 
 
 def text_problem(data: bytes) -> str | None:

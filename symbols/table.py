@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from tree_sitter import Node
+from tree_sitter import Node, Tree
 
 from .languages import LANGS, SECTION_LANGUAGES, language_of
 from .outline import FUNCTION_KINDS, Raw, outline, own_ranges
@@ -107,18 +107,25 @@ def count_lines(data: bytes) -> int:
 def symbol_table(path: str, data: bytes, timeout_s: float | None = None) -> FileSymbols:
     """The symbols of one file. Never raises on content: a file no grammar reads is
     "unparsed", one its grammar cannot read is "unread", both with only `path#<file>`."""
+    return parsed_table(path, data, timeout_s)[0]
+
+
+def parsed_table(path: str, data: bytes, timeout_s: float | None = None,
+                 old: Tree | None = None) -> tuple[FileSymbols, Tree | None]:
+    """`symbol_table` and the tree it was read from (None when nothing was parsed); `old`, an
+    earlier tree edited to match `data` (parsing.edited), makes the parse incremental."""
     language = language_of(path)
     problem = text_problem(data)
     if language is None:
-        return whole_file(path, None, "unparsed", data, [])
+        return whole_file(path, None, "unparsed", data, []), None
     if problem is not None:
-        return whole_file(path, language, "unread", data, [f"{path}: {problem}"])
-    tree = parse_bounded(language, data, timeout_s)
+        return whole_file(path, language, "unread", data, [f"{path}: {problem}"]), None
+    tree = parse_bounded(language, data, timeout_s, old)
     if tree is None:
-        return whole_file(path, language, "unread", data, [f"{path}: parse timed out"])
+        return whole_file(path, language, "unread", data, [f"{path}: parse timed out"]), None
     root = tree.root_node
     if root.has_error:
-        return whole_file(path, language, "unread", data, syntax_errors(path, root))
+        return whole_file(path, language, "unread", data, syntax_errors(path, root)), tree
     if language in SECTION_LANGUAGES:
         raws, imports = section_outline(language, root, data), []
     else:
@@ -131,7 +138,7 @@ def symbol_table(path: str, data: bytes, timeout_s: float | None = None) -> File
                           root.end_point.row + 1, digest(b""), digest(residual)))
     names = frozenset(_IDENT.findall(data.decode("utf-8")))
     return FileSymbols(path, language, "parsed", symbols, [], names, tuple(imports),
-                       count_lines(data))
+                       count_lines(data)), tree
 
 
 def whole_file(path: str, language: str | None, status: str, data: bytes,
