@@ -70,6 +70,21 @@ class SymbolCache:
                 self._blobs.popitem(last=False)
         return table
 
+    def held(self, entries: list[tuple[str, str]]) -> list[FileSymbols | None]:
+        """The tables already held for (path, oid) pairs, None where a table is not: a pass over
+        a whole tree takes the lock once, not once a file."""
+        out: list[FileSymbols | None] = []
+        with self._lock:
+            for path, oid in entries:
+                key = (oid, language_of(path))
+                by_path = self._blobs.get(key)
+                found = None if by_path is None else by_path.get(path)
+                if found is not None:
+                    self._blobs.move_to_end(key)
+                    self.hits += 1
+                out.append(found)
+        return out
+
     def _edited(self, base: str | None, language: str | None, data: bytes) -> Tree | None:
         if base is None:
             return None

@@ -27,6 +27,7 @@ Decisions (the seed's "Common shapes" is the spec; these settle what it leaves o
 from __future__ import annotations
 
 import difflib
+import re
 from bisect import bisect_right
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, NamedTuple
@@ -43,9 +44,7 @@ APPEND = "<append>"
 _MODE_WORDS = {"100644": "regular", "100664": "regular", "100755": "executable",
                "120000": "symlink", "160000": "submodule"}
 _NOT_NAMES = frozenset({"file", "def", "impl"}) | SECTION_KINDS
-_IDENT_BYTES = frozenset(bytes([b]) for b in
-                         b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_$"
-                         + bytes(range(0x80, 0x100)))
+_IDENT_CLASS = rb"[A-Za-z0-9_$\x80-\xff]"
 
 
 class TreeEntry(NamedTuple):
@@ -55,7 +54,8 @@ class TreeEntry(NamedTuple):
 
 def mode_word(mode: str) -> str:
     """Git's octal modes and the seed's words alike: "100755" -> "executable"."""
-    return _MODE_WORDS.get(mode.lstrip("0") if mode.startswith("0") else mode, mode)
+    word = _MODE_WORDS.get(mode)    # the common case, first: facts ask once a path
+    return word if word is not None else _MODE_WORDS.get(mode.lstrip("0"), mode)
 
 
 @dataclass
@@ -274,11 +274,12 @@ class _Change:
             return
         excluded = set(self.gone)
         found: set[str] = set()
-        for path in sorted(self.base):
-            entry = self.base[path]
-            if mode_word(entry.mode) in ("symlink", "submodule"):
-                continue
-            table = self.cache.table(path, entry.oid, lambda e=entry: self.load(e.oid))
+        patterns: dict[str, re.Pattern[bytes]] = {}
+        entries = [(path, e.oid) for path, e in self.base.items()
+                   if mode_word(e.mode) not in ("symlink", "submodule")]
+        for (path, oid), table in zip(entries, self.cache.held(entries)):
+            if table is None:
+                table = self.cache.table(path, oid, lambda oid=oid: self.load(oid))
             if table.status != "parsed" or table.language in SECTION_LANGUAGES \
                     or table.names.isdisjoint(names):
                 continue
@@ -286,9 +287,11 @@ class _Change:
             hit = names.intersection(table.names)
             missing = [n for n in hit if n not in memo]
             if missing:
-                data = self.load(entry.oid)
+                data = self.load(oid)
                 for name in missing:
-                    memo[name] = frozenset(_mentioning(table, data, name.encode()))
+                    if name not in patterns:
+                        patterns[name] = _whole_word(name)
+                    memo[name] = frozenset(_mentioning(table, data, patterns[name]))
             for name in hit:
                 found.update(memo[name])
         found -= excluded
@@ -297,20 +300,19 @@ class _Change:
         f.affected_more = max(0, len(ordered) - MAX_AFFECTED)
 
 
-def _mentioning(table: FileSymbols, data: bytes, name: bytes) -> set[str]:
-    """Ids of the innermost symbols where `name` stands as a whole identifier:
-    `<def>` for a type's own text, `<file>` outside every symbol. bytes.find runs far faster
-    than a regular expression over the whole file; the boundaries are checked by hand."""
+def _whole_word(name: str) -> re.Pattern[bytes]:
+    """`name` as a whole identifier. The name comes first, so the regex engine searches for it
+    as a literal and checks both boundaries in C (a short name like `f` occurs mostly inside
+    longer identifiers)."""
+    word = re.escape(name.encode())
+    return re.compile(word + rb"(?<!" + _IDENT_CLASS + word + rb")(?!" + _IDENT_CLASS + rb")")
+
+
+def _mentioning(table: FileSymbols, data: bytes, pattern: re.Pattern[bytes]) -> set[str]:
+    """Ids of the innermost symbols where `pattern` (_whole_word) matches: `<def>` for a
+    type's own text, `<file>` outside every symbol."""
     spans, starts = table.spans
-    out: set[str] = set()
-    pos = data.find(name)
-    while pos >= 0:
-        end = pos + len(name)
-        if (pos == 0 or data[pos - 1:pos] not in _IDENT_BYTES) and \
-                data[end:end + 1] not in _IDENT_BYTES:
-            out.add(_holder(spans, starts, pos, table))
-        pos = data.find(name, end)
-    return out
+    return {_holder(spans, starts, m.start(), table) for m in pattern.finditer(data)}
 
 
 def _holder(spans: list[Symbol], starts: list[int], pos: int, table: FileSymbols) -> str:
