@@ -4,8 +4,8 @@ The key is the blob id and the grammar its path selects: one blob under `a.py` a
 two tables. Ids hold the path, so a table met again under another path of the same grammar is
 re-labelled, not re-parsed.
 
-The trees of recently parsed blobs are kept too, up to a total of source bytes (a tree takes
-about 20 times its source in memory): a blob that replaces one of them at a path is parsed
+The trees of recently parsed blobs are kept too, up to a total of source bytes (a Python tree
+takes about 27 times its source in memory): a blob that replaces one of them at a path is parsed
 incrementally from the old tree, several times faster than from scratch.
 """
 from __future__ import annotations
