@@ -22,7 +22,7 @@ from .parsing import edited
 from .table import FileSymbols, parsed_table
 
 DEFAULT_MAX_BLOBS = 200_000
-DEFAULT_TREE_BYTES = 64 * 1024 * 1024
+DEFAULT_TREE_BYTES = 16 * 1024 * 1024  # source bytes; the trees take about 27x that (~430 MB at most)
 _MAX_PATHS_PER_BLOB = 8
 
 
