@@ -12,12 +12,6 @@ BIG_METHODS = frozenset({
     "hook.event", "hook.input", "hook.stop",
 })
 
-ERROR_CODES = frozenset({
-    "invalid", "unauthenticated", "forbidden", "not_in_sandbox", "session_inactive",
-    "unknown_method", "not_found", "too_large", "rate_limited", "busy", "verifying", "closed",
-    "timeout", "conflict", "denied", "foreign_key", "up_to_date", "not_fast_forward", "git",
-    "integrity", "unsupported", "internal",
-})
 TRANSIENT_CODES = frozenset({"rate_limited", "busy", "closed"})
 
 AGENT_TOKEN_PREFIX = "lonca_"

@@ -21,6 +21,11 @@ class Limits:
     log_limit_max: int = 1000
     token_sweep_s: float = 2.0
 
+    @property
+    def page_b64(self) -> int:
+        """What one answer may carry of base64 contents: three quarters of the long-line cap."""
+        return self.big_line_max * 3 // 4
+
 
 @dataclass
 class Config:

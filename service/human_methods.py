@@ -21,7 +21,6 @@ from .store import NonceRow, PreparedRow, TokenRow
 NAME_RE = re.compile(r"^[A-Za-z0-9._-]{1,%d}$" % REPO_NAME_MAX)
 HUMAN_RE = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 KEY_ALGS = {"ed25519": 64, "webauthn-ed25519": None, "webauthn-es256": None}
-PAGE_B64 = 72 * 1024 * 1024
 REMOTE_RE = re.compile(r"^(https://|ssh://|[^/@\s]+@[^:\s]+:)")
 
 
@@ -79,10 +78,11 @@ async def prepare_init(call: Call) -> dict:
     else:
         trunk = await asyncio.to_thread(gitstore.create_empty, staging, d.now_ms())
     files = await asyncio.to_thread(gitstore.list_tree, gitstore.open_store(staging), trunk)
-    large = [{"path": f["path"], "size": f["size"]} for f in files if gitstore.b64_size(f["size"]) > PAGE_B64]
+    page = d.config.limits.page_b64
+    large = [{"path": f["path"], "size": f["size"]} for f in files if gitstore.b64_size(f["size"]) > page]
     tree_bytes = sum(f["size"] for f in files)
     warnings = [f"{f['path']} ({f['size']} bytes) is above the change cap" for f in large]
-    if sum(gitstore.b64_size(f["size"]) for f in files) > PAGE_B64:
+    if sum(gitstore.b64_size(f["size"]) for f in files) > page:
         warnings.append("the tree is above one page: fetch it with tree and blobs in pages")
     op = {"op": "repo.init", "repo": name, "daemon_key": d.public_key, "human": human, "human_key": key,
           "policy": trunk, "trunk": trunk, "profile": profile}

@@ -3,7 +3,7 @@
 `status.policy_checks` / `runs` null, as the seed says for a policy that can not be read."""
 import fnmatch
 import tomllib
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
@@ -142,5 +142,3 @@ def load(text: str | None) -> Policy:
     except PolicyError:
         return Policy(readable=False)
 
-
-FIELDS = [f.name for f in fields(Policy)]

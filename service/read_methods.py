@@ -9,7 +9,6 @@ from .log import entry_json
 from .methods import Call, expect, method, params_of
 from .store import read_log
 
-BLOB_BUDGET = 72 * 1024 * 1024  # three quarters of MAX_LINE, of base64
 
 
 @method("ping", "public")
@@ -117,8 +116,7 @@ async def tree(call: Call) -> list:
         keep = set(wanted)
         files = [f for f in files if f["path"] in keep]
     if with_content:
-        budget = call.daemon.config.limits.big_line_max * 3 // 4
-        if sum(gitstore.b64_size(f["size"]) for f in files) > budget:
+        if sum(gitstore.b64_size(f["size"]) for f in files) > call.daemon.config.limits.page_b64:
             raise LoncaError("too_large", "the tree's contents do not fit one line; fetch the manifest and page with blobs")
         return await asyncio.to_thread(gitstore.with_contents, store, files)
     for f in files:
@@ -138,7 +136,7 @@ async def blobs(call: Call) -> list:
     if missing:
         raise LoncaError("not_found", f"{missing[0]} is not in commit {commit}")
     page = [files[x] for x in dict.fromkeys(wanted)]
-    budget = call.daemon.config.limits.big_line_max * 3 // 4
+    budget = call.daemon.config.limits.page_b64
     total = 0
     for f in page:
         total += gitstore.b64_size(f["size"])

@@ -11,9 +11,6 @@ from . import presence
 from .lease_model import Interest, LeaseIndex, LeaseSet, Reservation, items_conflict, split
 from .policy import DEFAULT, Policy
 
-LEAVES_QUEUE = ("integrated", "conflicted", "rejected", "withdrawn")
-
-
 @dataclass
 class SessionRec:
     id: str

@@ -45,7 +45,7 @@ async def bundle(call: Call) -> dict:
             return out.read_bytes()
     data = await asyncio.to_thread(make)
     encoded = base64.b64encode(data).decode()
-    if len(encoded) > d.config.limits.big_line_max * 3 // 4:
+    if len(encoded) > d.config.limits.page_b64:
         raise LoncaError("too_large", "the bundle does not fit one page; fetch from a closer point (have)")
     return {"trunk": rs.trunk, "bundle_b64": encoded, "bytes": len(data), "thin": bool(known), "up_to_date": False}
 
