@@ -10,7 +10,7 @@ import pygit2
 from lonca.protocol import LoncaError
 from lonca.symbols import SymbolCache, TreeEntry, compute_facts
 
-from .gitstore import DAEMON_SIG
+from .gitstore import DAEMON_SIG, commit_of, walk_tree
 
 MODES = {"regular": pygit2.GIT_FILEMODE_BLOB, "executable": pygit2.GIT_FILEMODE_BLOB_EXECUTABLE,
          "symlink": pygit2.GIT_FILEMODE_LINK}
@@ -71,8 +71,7 @@ class TreeMaps:
             if m is not None:
                 self._maps.move_to_end(commit_id)
                 return m
-        m = {}
-        _walk(repo, repo.get(commit_id).tree, "", m)
+        m = tree_map(repo, repo.get(commit_id).tree)
         with self._lock:
             self._maps[commit_id] = m
             if len(self._maps) > self.size:
@@ -80,18 +79,15 @@ class TreeMaps:
         return m
 
 
-def _walk(repo, tree, prefix, out) -> None:
-    for e in tree:
-        if e.filemode == pygit2.GIT_FILEMODE_TREE:
-            _walk(repo, repo[e.id], prefix + e.name + "/", out)
-        else:
-            out[prefix + e.name] = TreeEntry(str(e.id), OCTAL.get(e.filemode, "100644"))
+def tree_map(repo: pygit2.Repository, tree: pygit2.Tree) -> dict[str, TreeEntry]:
+    return {p: TreeEntry(str(oid), OCTAL.get(m, "100644")) for p, oid, m in walk_tree(repo, tree)}
 
 
 def commit_exists(repo: pygit2.Repository, commit_id: str) -> bool:
     try:
-        return isinstance(repo.get(commit_id), pygit2.Commit)
-    except (ValueError, TypeError):
+        commit_of(repo, commit_id)
+        return True
+    except (LoncaError, TypeError):
         return False
 
 

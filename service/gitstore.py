@@ -67,21 +67,25 @@ def commit_of(repo: pygit2.Repository, commit_id: str) -> pygit2.Commit:
     return obj
 
 
+def walk_tree(repo: pygit2.Repository, tree: pygit2.Tree, prefix: str = ""):
+    """(path, oid, filemode) of every file below a tree, submodules included."""
+    for e in tree:
+        if e.filemode == pygit2.GIT_FILEMODE_TREE:
+            yield from walk_tree(repo, repo[e.id], prefix + e.name + "/")
+        else:
+            yield prefix + e.name, e.id, e.filemode
+
+
+def file_entry(repo: pygit2.Repository, path: str, oid, filemode: int) -> dict:
+    """The seed's tree entry: path, mode, blob, size (0 for a submodule)."""
+    if filemode == pygit2.GIT_FILEMODE_COMMIT:
+        return {"path": path, "mode": "submodule", "blob": str(oid), "size": 0}
+    return {"path": path, "mode": mode_name(filemode), "blob": str(oid), "size": repo[oid].size}
+
+
 def list_tree(repo: pygit2.Repository, commit_id: str) -> list[dict]:
     """Every file of the commit: path, mode, blob, size; sorted by path."""
-    out: list[dict] = []
-
-    def walk(tree: pygit2.Tree, prefix: str) -> None:
-        for e in tree:
-            path = prefix + e.name
-            if e.filemode == pygit2.GIT_FILEMODE_TREE:
-                walk(repo[e.id], path + "/")
-            elif e.filemode == pygit2.GIT_FILEMODE_COMMIT:
-                out.append({"path": path, "mode": "submodule", "blob": str(e.id), "size": 0})
-            else:
-                out.append({"path": path, "mode": mode_name(e.filemode), "blob": str(e.id), "size": repo[e.id].size})
-
-    walk(commit_of(repo, commit_id).tree, "")
+    out = [file_entry(repo, p, oid, m) for p, oid, m in walk_tree(repo, commit_of(repo, commit_id).tree)]
     out.sort(key=lambda f: f["path"])
     return out
 

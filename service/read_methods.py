@@ -130,12 +130,18 @@ async def blobs(call: Call) -> list:
     rs = call.repo_state()
     commit = expect(p["commit"], str, "commit")
     wanted = _paths(p["paths"], "paths")
-    store = call.daemon.store(rs.name)
-    files = {f["path"]: f for f in await asyncio.to_thread(gitstore.list_tree, store, commit)}
-    missing = [x for x in wanted if x not in files]
-    if missing:
-        raise LoncaError("not_found", f"{missing[0]} is not in commit {commit}")
-    page = [files[x] for x in dict.fromkeys(wanted)]
+    d = call.daemon
+    store = d.store(rs.name)
+
+    def entries() -> list[dict]:
+        """Only the paths asked for, from the worker's cached map of the commit's tree."""
+        gitstore.commit_of(store, commit)
+        files = d.tree_maps.get(store, commit)
+        missing = [x for x in wanted if x not in files]
+        if missing:
+            raise LoncaError("not_found", f"{missing[0]} is not in commit {commit}")
+        return [gitstore.file_entry(store, x, files[x].oid, int(files[x].mode, 8)) for x in dict.fromkeys(wanted)]
+    page = await asyncio.to_thread(entries)
     budget = call.daemon.config.limits.page_b64
     total = 0
     for f in page:

@@ -12,8 +12,8 @@ import pygit2
 from lonca.protocol import LoncaError
 from lonca.queue import merge_trees
 
-from .change_build import build_commit, check_files, commit_exists
-from .gitstore import TRUNK_REF
+from .change_build import build_commit, check_files, commit_exists, tree_map
+from .gitstore import TRUNK_REF, mode_name
 from .methods import Call, expect, method, params_of
 
 GIT_TIMEOUT_S = 120
@@ -59,23 +59,6 @@ async def distance(call: Call) -> dict:
     return {"trunk": rs.trunk, "base": base, "behind": behind}
 
 
-def _map(store, tree_id) -> dict[str, tuple[str, int]]:
-    out = {}
-
-    def walk(tree, prefix):
-        for e in tree:
-            if e.filemode == pygit2.GIT_FILEMODE_TREE:
-                walk(store[e.id], prefix + e.name + "/")
-            else:
-                out[prefix + e.name] = (str(e.id), e.filemode)
-    walk(store[tree_id], "")
-    return out
-
-
-_MODE_WORDS = {pygit2.GIT_FILEMODE_BLOB: "regular", pygit2.GIT_FILEMODE_BLOB_EXECUTABLE: "executable",
-               pygit2.GIT_FILEMODE_LINK: "symlink", pygit2.GIT_FILEMODE_COMMIT: "submodule"}
-
-
 @method("trunk.merge", "agent")
 async def trunk_merge(call: Call) -> dict:
     """{"base", "files"} (the workspace's local changes) -> the same changes on today's trunk:
@@ -100,26 +83,26 @@ async def trunk_merge(call: Call) -> dict:
         if result.tree is None:
             # Merge again with the conflicted files left as trunk has them: everything else merges.
             back = [{"path": path, "data": store[base_map[path].oid].data if path in base_map else None,
-                     "mode": _MODE_WORDS.get(int(base_map[path].mode, 8)) if path in base_map else None}
+                     "mode": mode_name(int(base_map[path].mode, 8)) if path in base_map else None}
                     for path in result.conflicted_paths]
             local2 = build_commit(store, local, back, "lonca sync", "agent", d.now_ms(), d.tree_maps.get(store, local))[0]
             again = merge_trees(store, base, trunk, local2, d.symbols)
             merged_tree = again.tree
-            tmap = _map(store, trunk_tree)
+            tmap = tree_map(store, store[trunk_tree])
             for path in result.conflicted_paths:
                 text = result.conflict_text(path, trunk[:12])
                 symbols = sorted(c for c in result.conflicts if c.split("#", 1)[0] == path)
                 conflicts.append({"path": path, "symbols": symbols,
                                   "content_b64": base64.b64encode(text).decode() if text is not None else None,
-                                  "trunk_b64": base64.b64encode(store[tmap[path][0]].data).decode() if path in tmap else None})
+                                  "trunk_b64": base64.b64encode(store[tmap[path].oid].data).decode() if path in tmap else None})
         else:
             merged_tree = result.tree
-        before, after = _map(store, trunk_tree), _map(store, merged_tree)
+        before, after = tree_map(store, store[trunk_tree]), tree_map(store, store[merged_tree])
         out_files = []
         for path in sorted(set(before) | set(after)):
             if before.get(path) != after.get(path) and path not in {c["path"] for c in conflicts}:
                 entry = after.get(path)
-                out_files.append({"path": path, "content_b64": base64.b64encode(store[entry[0]].data).decode() if entry else None,
-                                  "mode": _MODE_WORDS.get(entry[1]) if entry else None})
+                out_files.append({"path": path, "content_b64": base64.b64encode(store[entry.oid].data).decode() if entry else None,
+                                  "mode": mode_name(int(entry.mode, 8)) if entry else None})
         return {"trunk": trunk, "files": out_files, "updated": updated, "merged": result.merged_paths, "conflicts": conflicts}
     return await asyncio.to_thread(work)
