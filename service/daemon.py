@@ -147,13 +147,13 @@ class Daemon:
                 for r in rows:
                     s.merge(r)
                 s.commit()
-        await asyncio.get_running_loop().run_in_executor(self.log._db, write)
+        await self.log.on_db(write)
 
     async def db_get(self, model, key):
         def get():
             with Session(self.engine) as s:
                 return s.get(model, key)
-        return await asyncio.get_running_loop().run_in_executor(self.log._db, get)
+        return await self.log.on_db(get)
 
     async def _sweep(self) -> None:
         """Forget tokens of sessions that are over, a few seconds after they end."""
@@ -180,7 +180,7 @@ class Daemon:
                     if row:
                         s.delete(row)
                 s.commit()
-        await asyncio.get_running_loop().run_in_executor(self.log._db, delete)
+        await self.log.on_db(delete)
 
     # -- requests -----------------------------------------------------------------------------
 

@@ -70,6 +70,10 @@ class LogWriter:
             self._task.cancel()
         self._db.shutdown(wait=True)
 
+    async def on_db(self, fn):
+        """Run `fn` on the database thread, after the commits queued before it."""
+        return await asyncio.get_running_loop().run_in_executor(self._db, fn)
+
     async def append(self, repo: str, decide: Callable[[], Draft]) -> dict:
         """Decide and log; returns {"seq", "decision", **the draft's result}. A LoncaError raised
         by `decide` is the answer and nothing is logged."""

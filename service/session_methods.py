@@ -68,6 +68,13 @@ def decide_session_start(call: Call, rs: RepoState, op: dict) -> Draft:
     return Draft(actor=call.auth.actor, op=op, decision=allow(), rows=[row], result=result)
 
 
+def live_session(rs: RepoState, sid: str, now_ms: int) -> None:
+    """Decided in the writer: a session that ended or expired meanwhile gets session_inactive."""
+    rec = rs.sessions.get(sid)
+    if rec is None or not rec.active(now_ms):
+        raise LoncaError("session_inactive", "the session has ended or expired; stop beating and start a new session")
+
+
 @method("session.heartbeat", "agent")
 async def heartbeat(call: Call) -> dict:
     params_of(call, set())
@@ -76,9 +83,7 @@ async def heartbeat(call: Call) -> dict:
     sid = call.auth.session
 
     def decide() -> Draft:
-        rec = rs.sessions.get(sid)
-        if rec is None or not rec.active(d.now_ms()):
-            raise LoncaError("session_inactive", "the session has ended or expired; stop beating")
+        live_session(rs, sid, d.now_ms())
         op = {"op": "observe", "session": sid, "events": [{"kind": "heartbeat"}]}
 
         def result(entry: dict) -> dict:
@@ -99,9 +104,7 @@ async def end(call: Call) -> dict:
     sid = call.auth.session
 
     def decide() -> Draft:
-        rec = rs.sessions.get(sid)
-        if rec is None or not rec.active(d.now_ms()):
-            raise LoncaError("session_inactive", "the session has ended or expired")
+        live_session(rs, sid, d.now_ms())
         op = {"op": "session.end", "session": sid, "reason": "ended"}
         if files is not None:
             paths = sorted({f.get("path") for f in files if isinstance(f, dict) and isinstance(f.get("path"), str)})
