@@ -19,6 +19,11 @@ CLAIM_KEYS = {"intent", "edits", "adds", "deletes", "deleted_files", "signature_
 DIFF_CAP = 2 * 1024 * 1024
 
 
+def touched_paths(facts: dict) -> list[str]:
+    """The files a change adds, modifies or deletes."""
+    return sorted(set(facts.get("added_files", [])) | set(facts.get("modified_files", [])) | set(facts.get("deleted_files", [])))
+
+
 # -- what leases the facts need ------------------------------------------------------------------
 
 def needed(facts: dict, rs: RepoState) -> list[dict]:
@@ -151,7 +156,7 @@ def decide_proposal(rs: RepoState, session: str | None, facts: dict, claim: dict
     elif rs.integrations - rs.trunks[base] > rs.policy.max_behind:
         deny_r.append("stale_trunk")
     deny_r += rs.quota_reasons(session, now)
-    paths = sorted(set(facts["added_files"]) | set(facts["modified_files"]) | set(facts["deleted_files"]))
+    paths = touched_paths(facts)
     for p in facts["added_files"]:
         if p in trunk_map and p not in base_map:
             deny_r.append(f"created_since_base:{p}")
@@ -261,13 +266,10 @@ def _apply_propose(st: State, rs: RepoState, entry: dict, op: dict, outcome: str
     session = actor.get("session")
     if op.get("commit") is None:
         return
-    paths = sorted(set(facts.get("added_files", [])) | set(facts.get("modified_files", [])) | set(facts.get("deleted_files", [])))
+    paths = touched_paths(facts)
     old = rs.changes.get(op["change"])
-    if old and old.id in rs.queue:
-        rs.queue.remove(old.id)
-    if old:
-        _leave_pending(rs, old.id)
-        rs.unpin(old.id)
+    if old:  # a new version takes the old one's place in the queue or review
+        leave_queue(rs, old.id, old.status)
     status = {"allow": {"status": "queued"}, "escalate": {"status": "pending", "seq": entry["seq"]},
               "deny": {"status": "rejected", "reasons": entry["decision"]["reasons"]}}[outcome]
     rec = ChangeRec(id=op["change"], actor=actor, session=session, commit=op["commit"], base=op["base"],
@@ -283,9 +285,7 @@ def _apply_propose(st: State, rs: RepoState, entry: dict, op: dict, outcome: str
         if reason.startswith("replaces:"):
             gone = rs.changes.get(reason.split(":", 1)[1])
             if gone and gone.status["status"] == "pending":
-                gone.status = {"status": "withdrawn"}
-                _leave_pending(rs, gone.id)
-                rs.unpin(gone.id)
+                leave_queue(rs, gone.id, {"status": "withdrawn"})
         elif reason.startswith("affected_lease:"):
             _, sess, set_id = reason.split(":", 2)
             rs.event({"kind": "symbols_changed", "seq": entry["seq"], "change": rec.id, "from": session,
