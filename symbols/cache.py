@@ -4,7 +4,9 @@ The key is the blob id and the grammar its path selects: one blob under `a.py` a
 two tables. Ids hold the path, so a table met again under another path of the same grammar is
 re-labelled, not re-parsed.
 
-The trees of recently parsed blobs are kept too, up to a total of source bytes (a Python tree
+A blob that replaces another at a path, whose table is held, gets its table spliced from that one,
+parsing only around the edit (symbols/splice.py). Where that cannot be vouched for, the trees of
+recently parsed blobs help: they are kept up to a total of source bytes (a Python tree
 takes about 27 times its source in memory): a blob that replaces one of them at a path is parsed
 incrementally from the old tree, several times faster than from scratch.
 """
@@ -19,6 +21,7 @@ from tree_sitter import Tree
 
 from .languages import language_of
 from .parsing import edited
+from .splice import spliced_table
 from .table import FileSymbols, parsed_table
 
 DEFAULT_MAX_BLOBS = 200_000
@@ -41,10 +44,11 @@ class SymbolCache:
     def __len__(self) -> int:
         return len(self._blobs)
 
-    def table(self, path: str, oid: str, load: Callable[[], bytes],
-              base: str | None = None) -> FileSymbols:
-        """The table of blob `oid` at `path`; `base` is the blob it replaces there, whose kept
-        tree, if any, the parse starts from."""
+    def table(self, path: str, oid: str, load: Callable[[], bytes], base: str | None = None,
+              base_data: bytes | None = None) -> FileSymbols:
+        """The table of blob `oid` at `path`; `base` is the blob it replaces there (its bytes in
+        `base_data`, when the caller has them): the new table is spliced from the base's
+        (symbols/splice.py), or else parsed starting from the base's kept tree, if any."""
         key = (oid, language_of(path))
         with self._lock:
             by_path = self._blobs.get(key)
@@ -57,9 +61,11 @@ class SymbolCache:
         if by_path is None:
             self.misses += 1
             data = load()
-            table, tree = parsed_table(path, data, old=self._edited(base, key[1], data))
-            if tree is not None:
-                self._keep(key, data, tree)
+            table = self._spliced(path, key[1], base, base_data, data)
+            if table is None:
+                table, tree = parsed_table(path, data, old=self._edited(base, key[1], data))
+                if tree is not None:
+                    self._keep(key, data, tree)
         else:
             table = relabel(next(iter(by_path.values())), path)
         with self._lock:
@@ -74,16 +80,30 @@ class SymbolCache:
         """The tables already held for (path, oid) pairs, None where a table is not: a pass over
         a whole tree takes the lock once, not once a file."""
         out: list[FileSymbols | None] = []
+        blobs, touch = self._blobs, self._blobs.move_to_end
         with self._lock:
             for path, oid in entries:
                 key = (oid, language_of(path))
-                by_path = self._blobs.get(key)
+                by_path = blobs.get(key)
                 found = None if by_path is None else by_path.get(path)
                 if found is not None:
-                    self._blobs.move_to_end(key)
-                    self.hits += 1
+                    touch(key)
                 out.append(found)
+            self.hits += len(out) - out.count(None)
         return out
+
+    def _spliced(self, path: str, language: str | None, base: str | None,
+                 base_data: bytes | None, data: bytes) -> FileSymbols | None:
+        if base is None:
+            return None
+        with self._lock:
+            by_path = self._blobs.get((base, language))
+            old = None if by_path is None else by_path.get(path)
+            if base_data is None and (base, language) in self._trees:
+                base_data = self._trees[(base, language)][0]
+        if old is None or base_data is None:
+            return None
+        return spliced_table(path, old, base_data, data)
 
     def _edited(self, base: str | None, language: str | None, data: bytes) -> Tree | None:
         if base is None:
@@ -113,4 +133,4 @@ def relabel(table: FileSymbols, path: str) -> FileSymbols:
     symbols = [dataclasses.replace(s, id=f"{path}#{s.qualified}") for s in table.symbols]
     errors = [path + e[len(old):] if e.startswith(old) else e for e in table.syntax_errors]
     return FileSymbols(path, table.language, table.status, symbols, errors, table.names,
-                       table.import_rows, table.line_count)
+                       table.import_rows, table.line_count, table.wraps)

@@ -27,35 +27,18 @@ Decisions (the seed's "Common shapes" is the spec; these settle what it leaves o
 from __future__ import annotations
 
 import difflib
-import re
-from bisect import bisect_right
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, NamedTuple
 
 from .cache import SymbolCache
-from .languages import SECTION_LANGUAGES
-from .sections import SECTION_KINDS
-from .table import DEF, FileSymbols, Symbol, normalize, whole_file
+from .mentions import NOT_NAMES, base_tables, mentioning
+from .table import FileSymbols, Symbol, cut, normalize, whole_file
 from .textdiff import changed_rows
+from .trees import TreeEntry, mode_word
 
 MAX_AFFECTED = 1000
 RENAME_SIMILARITY = 0.6
 APPEND = "<append>"
-_MODE_WORDS = {"100644": "regular", "100664": "regular", "100755": "executable",
-               "120000": "symlink", "160000": "submodule"}
-_NOT_NAMES = frozenset({"file", "def", "impl"}) | SECTION_KINDS
-_IDENT_CLASS = rb"[A-Za-z0-9_$\x80-\xff]"
-
-
-class TreeEntry(NamedTuple):
-    oid: str
-    mode: str
-
-
-def mode_word(mode: str) -> str:
-    """Git's octal modes and the seed's words alike: "100755" -> "executable"."""
-    word = _MODE_WORDS.get(mode)    # the common case, first: facts ask once a path
-    return word if word is not None else _MODE_WORDS.get(mode.lstrip("0"), mode)
 
 
 @dataclass
@@ -119,8 +102,12 @@ class _Change:
         self.gone: dict[str, Symbol] = {}       # base symbols deleted or with a new signature
 
     def run(self) -> Facts:
-        for path in sorted(self.base.keys() | self.new.keys()):
-            old, new = self.base.get(path), self.new.get(path)
+        base, new_tree = self.base, self.new
+        # most paths are the same entry on both sides: compare tuples before any mode word
+        changed = [p for p, e in new_tree.items() if base.get(p) != e]
+        changed += [p for p in base if p not in new_tree]
+        for path in sorted(changed):
+            old, new = base.get(path), new_tree.get(path)
             if old is not None and new is not None and old.oid == new.oid \
                     and mode_word(old.mode) == mode_word(new.mode):
                 continue
@@ -136,7 +123,7 @@ class _Change:
     # --- reading ----------------------------------------------------------------------------
 
     def _side(self, path: str, entry: TreeEntry, with_data: bool,
-              base: str | None = None) -> _Side:
+              base: _Side | None = None, base_oid: str | None = None) -> _Side:
         mode = mode_word(entry.mode)
         if mode == "submodule":
             return _Side(whole_file(path, None, "unparsed", entry.oid.encode()), None)
@@ -146,7 +133,8 @@ class _Change:
         data: bytes | None = None
         if with_data:
             data = self.load(entry.oid)
-            table = self.cache.table(path, entry.oid, lambda: data, base)
+            table = self.cache.table(path, entry.oid, lambda: data, base_oid,
+                                     None if base is None else base.data)
         else:
             table = self.cache.table(path, entry.oid, lambda: self.load(entry.oid))
         return _Side(table, data)
@@ -188,7 +176,7 @@ class _Change:
         f = self.facts
         f.modified_files.add(path)
         old = self._side(path, old_entry, True)
-        new = self._side(path, new_entry, True, old_entry.oid)
+        new = self._side(path, new_entry, True, old, old_entry.oid)
         binary = old.data is None or new.data is None or b"\0" in old.data or b"\0" in new.data
         old_lines = new_lines = []
         removed: list[int] = []
@@ -269,60 +257,17 @@ class _Change:
 
     def _affected(self) -> None:
         f = self.facts
-        names = {s.name for s in self.gone.values() if s.kind not in _NOT_NAMES}
+        names = {s.name for s in self.gone.values() if s.kind not in NOT_NAMES}
         if not names:
             return
-        excluded = set(self.gone)
         found: set[str] = set()
-        patterns: dict[str, re.Pattern[bytes]] = {}
-        entries = [(path, e.oid) for path, e in self.base.items()
-                   if mode_word(e.mode) not in ("symlink", "submodule")]
-        for (path, oid), table in zip(entries, self.cache.held(entries)):
-            if table is None:
-                table = self.cache.table(path, oid, lambda oid=oid: self.load(oid))
-            if table.status != "parsed" or table.language in SECTION_LANGUAGES \
-                    or table.names.isdisjoint(names):
-                continue
-            memo = table.mentions
-            hit = names.intersection(table.names)
-            missing = [n for n in hit if n not in memo]
-            if missing:
-                data = self.load(oid)
-                for name in missing:
-                    if name not in patterns:
-                        patterns[name] = _whole_word(name)
-                    memo[name] = frozenset(_mentioning(table, data, patterns[name]))
-            for name in hit:
-                found.update(memo[name])
-        found -= excluded
-        ordered = sorted(found)
+        for oid, table in base_tables(self.base, self.cache, self.load):
+            hit = names.intersection(table.names)      # the few names, looked up in the many
+            if hit:
+                found |= mentioning(table, hit, lambda oid=oid: self.load(oid))
+        ordered = sorted(found - self.gone.keys())
         f.affected = ordered[:MAX_AFFECTED]
         f.affected_more = max(0, len(ordered) - MAX_AFFECTED)
-
-
-def _whole_word(name: str) -> re.Pattern[bytes]:
-    """`name` as a whole identifier. The name comes first, so the regex engine searches for it
-    as a literal and checks both boundaries in C (a short name like `f` occurs mostly inside
-    longer identifiers)."""
-    word = re.escape(name.encode())
-    return re.compile(word + rb"(?<!" + _IDENT_CLASS + word + rb")(?!" + _IDENT_CLASS + rb")")
-
-
-def _mentioning(table: FileSymbols, data: bytes, pattern: re.Pattern[bytes]) -> set[str]:
-    """Ids of the innermost symbols where `pattern` (_whole_word) matches: `<def>` for a
-    type's own text, `<file>` outside every symbol."""
-    spans, starts = table.spans
-    return {_holder(spans, starts, m.start(), table) for m in pattern.finditer(data)}
-
-
-def _holder(spans: list[Symbol], starts: list[int], pos: int, table: FileSymbols) -> str:
-    i = bisect_right(starts, pos) - 1
-    while i >= 0:
-        s = spans[i]
-        if s.end_byte > pos:
-            return f"{s.id}.{DEF}" if s.def_hash is not None else s.id
-        i -= 1
-    return table.file_id
 
 
 def _within(rows: list[int], ranges: tuple[tuple[int, int], ...], lines: list[bytes]) -> bool:
@@ -330,14 +275,9 @@ def _within(rows: list[int], ranges: tuple[tuple[int, int], ...], lines: list[by
 
 
 def _own(table: FileSymbols, sym: Symbol, data: bytes) -> bytes:
-    children = sorted((s for s in table.symbols if s.parent == sym.qualified and s.kind != "def"),
-                      key=lambda s: s.start_byte)
-    parts, pos = [], sym.start_byte
-    for c in children:
-        parts.append(data[pos:c.start_byte])
-        pos = max(pos, c.end_byte)
-    parts.append(data[pos:sym.end_byte])
-    return normalize(b"".join(parts))
+    children = [(s.start_byte, s.end_byte) for s in table.symbols
+                if s.parent == sym.qualified and s.kind != "def"]
+    return normalize(cut(data, sym.start_byte, sym.end_byte, children))
 
 
 def _appended(ot: FileSymbols, o: Symbol, old_data: bytes, nt: FileSymbols, s: Symbol,

@@ -7,6 +7,7 @@ bodies, so the cost stays a small fraction of the parse. Nesting is bounded by M
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from tree_sitter import Node
 
@@ -38,16 +39,23 @@ class Raw:
     skipped: bool = False
 
 
-def outline(root: Node, lang: Lang, data: bytes) -> tuple[list[Raw], list[tuple[int, int]]]:
-    """Top-level entries and the row ranges of import statements."""
-    imports: list[tuple[int, int]] = []
-    top: list[Raw] = []
-    _walk(root.children, lang, data, False, 0, top, imports)
-    return _attach(top), imports
+class Outline(NamedTuple):
+    raws: list[Raw]                     # top-level entries
+    imports: list[tuple[int, int]]      # row ranges of import statements
+    # (start, end, first, last) of each block read through (`namespace X {}`, Python `if`)
+    # with symbols inside: its bytes, and where its first symbol starts and its last ends
+    wraps: list[tuple[int, int, int, int]]
+
+
+def outline(root: Node, lang: Lang, data: bytes) -> Outline:
+    found = Outline([], [], [])
+    _walk(root.children, lang, data, False, 0, found.raws, found.imports, found.wraps)
+    return found._replace(raws=_attach(found.raws))
 
 
 def _walk(nodes: list[Node], lang: Lang, data: bytes, in_type: bool, depth: int,
-          out: list[Raw], imports: list[tuple[int, int]] | None) -> None:
+          out: list[Raw], imports: list[tuple[int, int]] | None,
+          wraps: list[tuple[int, int, int, int]]) -> None:
     if depth > MAX_DEPTH:
         return
     pending: Node | None = None      # first of the comments/attributes before the next node
@@ -76,21 +84,26 @@ def _walk(nodes: list[Node], lang: Lang, data: bytes, in_type: bool, depth: int,
         if inner is None:
             continue
         if inner.type in lang.rules:
-            raw = _make(inner, node, first, head, lang, data, in_type, depth)
+            raw = _make(inner, node, first, head, lang, data, in_type, depth, wraps)
             if raw is not None:
                 out.append(raw)
         elif inner.type in lang.transparent:
             found: list[Raw] = []
-            _walk(inner.children, lang, data, in_type, depth + 1, found, imports)
+            _walk(inner.children, lang, data, in_type, depth + 1, found, imports, wraps)
             # `type X struct{}` alone in its declaration: the keyword belongs to the symbol
             if len(found) == 1 and len(inner.named_children) == 1 and inner is node:
                 found[0].start = min(found[0].start, node.start_byte)
                 found[0].head = min(found[0].head, node.start_byte)
+            if found:
+                first, last = min(r.start for r in found), max(r.end for r in found)
+                if (first, last) != (node.start_byte, node.end_byte):
+                    wraps.append((node.start_byte, node.end_byte, first, last))
             out.extend(found)
 
 
 def _make(node: Node, outer: Node, first: Node | None, head: Node | None, lang: Lang,
-          data: bytes, in_type: bool, depth: int) -> Raw | None:
+          data: bytes, in_type: bool, depth: int,
+          wraps: list[tuple[int, int, int, int]]) -> Raw | None:
     rule = lang.rules[node.type]
     name = rule.name(node, data)
     if not name:
@@ -114,7 +127,7 @@ def _make(node: Node, outer: Node, first: Node | None, head: Node | None, lang: 
     if kind in FUNCTION_KINDS:
         _mark_test(raw, lang, data, body)
     if rule.container and body is not None:
-        _walk(body.children, lang, data, kind != "module", depth + 1, raw.members, None)
+        _walk(body.children, lang, data, kind != "module", depth + 1, raw.members, None, wraps)
         raw.members = _attach(raw.members)
     return raw
 
@@ -163,7 +176,7 @@ def _attach(raws: list[Raw]) -> list[Raw]:
                 kept.append(r)
             else:
                 target.members.extend(r.members)
-                target.extra_own.extend(own_ranges(r.start, r.end, r.members))
+                target.extra_own.extend(own_ranges(r.start, r.end, spans_of(r.members)))
         else:
             kept.append(r)
     result: list[Raw] = []
@@ -177,22 +190,26 @@ def _attach(raws: list[Raw]) -> list[Raw]:
         if r.kind == "function":        # C++ `int C::m() {}`
             r.kind = "method"
         if r.kind == "impl":
-            target.extra_own.extend(own_ranges(r.start, r.end, r.members))
+            target.extra_own.extend(own_ranges(r.start, r.end, spans_of(r.members)))
             r.own_in_parent = True
     for t in types.values():
         t.members.sort(key=lambda m: m.start)
     return result
 
 
-def own_ranges(start: int, end: int, members: list[Raw]) -> list[tuple[int, int]]:
-    """[start, end) without the members that lie inside it."""
+def spans_of(raws: list[Raw]) -> list[tuple[int, int]]:
+    return [(r.start, r.end) for r in raws]
+
+
+def own_ranges(start: int, end: int, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """[start, end) without the spans (of members) that lie inside it."""
     out, pos = [], start
-    for m in sorted(members, key=lambda m: m.start):
-        if m.end <= start or m.start >= end:
+    for m_start, m_end in sorted(spans):
+        if m_end <= start or m_start >= end:
             continue
-        if m.start > pos:
-            out.append((pos, m.start))
-        pos = max(pos, m.end)
+        if m_start > pos:
+            out.append((pos, m_start))
+        pos = max(pos, m_end)
     if pos < end:
         out.append((pos, end))
     return out

@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 import time
 
-from tree_sitter import Parser, Tree
+from tree_sitter import Parser, Range, Tree
 from tree_sitter_language_pack import get_language
 
 MAX_FILE_BYTES = 8 * 1024 * 1024
@@ -24,14 +24,15 @@ _CHUNK = 1 << 20
 _local = threading.local()
 
 
-def parser_for(language: str) -> Parser:
-    """One parser per language and thread: a Parser is not safe to share between threads."""
+def parser_for(language: str, ranged: bool = False) -> Parser:
+    """One parser per language and thread: a Parser is not safe to share between threads. A
+    `ranged` one is kept apart, so that its included ranges never reach a whole-file parse."""
     parsers = getattr(_local, "parsers", None)
     if parsers is None:
         parsers = _local.parsers = {}
-    parser = parsers.get(language)
+    parser = parsers.get((language, ranged))
     if parser is None:
-        parser = parsers[language] = Parser(get_language(language))
+        parser = parsers[(language, ranged)] = Parser(get_language(language))
     return parser
 
 
@@ -40,10 +41,12 @@ def time_limit(size: int) -> float:
 
 
 def parse_bounded(language: str, data: bytes, limit_s: float | None = None,
-                  old: Tree | None = None) -> Tree | None:
+                  old: Tree | None = None, ranges: list[Range] | None = None) -> Tree | None:
     """The tree of `data`, or None when the time limit ran out; `old`, an earlier tree already
-    edited to match `data`, lets tree-sitter reuse what the edit left alone."""
-    deadline = time.monotonic() + (time_limit(len(data)) if limit_s is None else limit_s)
+    edited to match `data`, lets tree-sitter reuse what the edit left alone; `ranges`, when
+    given, are the only parts of `data` the grammar reads, as if they followed each other."""
+    size = len(data) if ranges is None else sum(r.end_byte - r.start_byte for r in ranges)
+    deadline = time.monotonic() + (time_limit(size) if limit_s is None else limit_s)
 
     def read(offset: int, _point: tuple[int, int]) -> bytes:
         return data[offset:offset + _CHUNK]
@@ -51,7 +54,9 @@ def parse_bounded(language: str, data: bytes, limit_s: float | None = None,
     def progress(_offset: int, _has_error: bool) -> bool:
         return time.monotonic() > deadline
 
-    parser = parser_for(language)
+    parser = parser_for(language, ranges is not None)
+    if ranges is not None:
+        parser.included_ranges = ranges
     try:
         if old is None:     # parse() takes no None for its old tree
             return parser.parse(read, progress_callback=progress)
@@ -60,16 +65,22 @@ def parse_bounded(language: str, data: bytes, limit_s: float | None = None,
         return None
 
 
-def edited(tree: Tree, old: bytes, new: bytes) -> Tree:
-    """A copy of `old`'s tree told that `old` became `new`: one edit spanning everything
-    between their common prefix and common suffix."""
+def edit_span(old: bytes, new: bytes) -> tuple[int, int, int]:
+    """(start, old_end, new_end): `old[start:old_end]` became `new[start:new_end]`, the rest
+    being their common prefix and common suffix."""
     limit = min(len(old), len(new))
     start = _common(old, new, limit, 1)
     suffix = _common(old, new, limit - start, -1)
+    return start, len(old) - suffix, len(new) - suffix
+
+
+def edited(tree: Tree, old: bytes, new: bytes) -> Tree:
+    """A copy of `old`'s tree told that `old` became `new` (one edit, edit_span)."""
+    start, old_end, new_end = edit_span(old, new)
     copy = tree.copy()
-    copy.edit(start_byte=start, old_end_byte=len(old) - suffix, new_end_byte=len(new) - suffix,
-              start_point=_point(old, start), old_end_point=_point(old, len(old) - suffix),
-              new_end_point=_point(new, len(new) - suffix))
+    copy.edit(start_byte=start, old_end_byte=old_end, new_end_byte=new_end,
+              start_point=point(old, start), old_end_point=point(old, old_end),
+              new_end_point=point(new, new_end))
     return copy
 
 
@@ -93,7 +104,8 @@ def _common(a: bytes, b: bytes, limit: int, step: int) -> int:
     return n
 
 
-def _point(data: bytes, offset: int) -> tuple[int, int]:
+def point(data: bytes, offset: int) -> tuple[int, int]:
+    """(row, byte column) of `offset`, as tree-sitter counts them."""
     return data.count(b"\n", 0, offset), offset - data.rfind(b"\n", 0, offset) - 1
 
 

@@ -22,7 +22,7 @@ from functools import cached_property
 from tree_sitter import Node, Tree
 
 from .languages import LANGS, SECTION_LANGUAGES, language_of
-from .outline import FUNCTION_KINDS, Raw, outline, own_ranges
+from .outline import FUNCTION_KINDS, Outline, Raw, outline, own_ranges, spans_of
 from .parsing import parse_bounded, text_problem
 from .sections import SECTION_KINDS, section_outline
 
@@ -65,9 +65,10 @@ class FileSymbols:
     status: str             # "parsed" | "unparsed" (no grammar) | "unread" (grammar failed)
     symbols: list[Symbol]
     syntax_errors: list[str]
-    names: frozenset[str]   # identifiers the file mentions
+    names: frozenset[str]   # identifiers the file mentions (a superset once spliced)
     import_rows: tuple[tuple[int, int], ...] = ()  # 0-based row ranges of import statements
     line_count: int = 0
+    wraps: tuple[tuple[int, int, int, int], ...] = ()   # outline.Outline.wraps
     by_id: dict[str, Symbol] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -127,18 +128,26 @@ def parsed_table(path: str, data: bytes, timeout_s: float | None = None,
     if root.has_error:
         return whole_file(path, language, "unread", data, syntax_errors(path, root)), tree
     if language in SECTION_LANGUAGES:
-        raws, imports = section_outline(language, root, data), []
+        found = Outline(section_outline(language, root, data), [], [])
     else:
-        raws, imports = outline(root, LANGS[language], data)
+        found = outline(root, LANGS[language], data)
     symbols: list[Symbol] = []
-    _emit(raws, None, path, data, symbols)
+    emit(found.raws, None, path, data, symbols)
     # members declared outside their type (Go methods, Rust impls) are not the file's own text
-    residual = normalize(_cut(data, 0, len(data), _flatten(raws)))
-    symbols.append(Symbol(f"{path}#{FILE}", FILE, FILE, "file", None, 0, len(data), 1,
-                          root.end_point.row + 1, digest(b""), digest(residual)))
-    names = frozenset(_IDENT.findall(data.decode("utf-8")))
-    return FileSymbols(path, language, "parsed", symbols, [], names, tuple(imports),
-                       count_lines(data)), tree
+    symbols.append(file_symbol(path, data, root.end_point.row, spans_of(_flatten(found.raws))))
+    return FileSymbols(path, language, "parsed", symbols, [], identifiers(data),
+                       tuple(found.imports), count_lines(data), tuple(sorted(found.wraps))), tree
+
+
+def file_symbol(path: str, data: bytes, end_row: int, spans: list[tuple[int, int]]) -> Symbol:
+    """`path#<file>`: the text outside the spans of the file's symbols."""
+    residual = normalize(cut(data, 0, len(data), spans))
+    return Symbol(f"{path}#{FILE}", FILE, FILE, "file", None, 0, len(data), 1, end_row + 1,
+                  digest(b""), digest(residual))
+
+
+def identifiers(data: bytes) -> frozenset[str]:
+    return frozenset(_IDENT.findall(data.decode("utf-8")))
 
 
 def whole_file(path: str, language: str | None, status: str, data: bytes,
@@ -188,8 +197,9 @@ def _display_names(raws: list[Raw]) -> list[str]:
     return out
 
 
-def _emit(raws: list[Raw], parent: str | None, path: str, data: bytes,
-          out: list[Symbol]) -> None:
+def emit(raws: list[Raw], parent: str | None, path: str, data: bytes,
+         out: list[Symbol]) -> None:
+    """Symbols of `raws` (and their members, depth first) under `parent`, onto `out`."""
     for raw, name in zip(raws, _display_names(raws)):
         scope = parent
         if raw.owner:
@@ -198,11 +208,11 @@ def _emit(raws: list[Raw], parent: str | None, path: str, data: bytes,
         signature = digest(b" ".join(data[raw.head:raw.sig_end].split()))
         def_hash = None
         if raw.kind in SECTION_KINDS:
-            body = digest(normalize(_cut(data, raw.start, raw.end, raw.members)))
+            body = digest(normalize(cut(data, raw.start, raw.end, spans_of(raw.members))))
         else:
             body = digest(data[raw.start:raw.head] + data[raw.sig_end:raw.end])
             if raw.container and not raw.own_in_parent:
-                own = _cut(data, raw.start, raw.end, raw.members)
+                own = cut(data, raw.start, raw.end, spans_of(raw.members))
                 own += b"".join(data[s:e] for s, e in sorted(raw.extra_own))
                 def_hash = digest(normalize(own))
         sym = Symbol(f"{path}#{qualified}", raw.name, qualified, raw.kind, scope, raw.start,
@@ -213,7 +223,7 @@ def _emit(raws: list[Raw], parent: str | None, path: str, data: bytes,
             out.append(Symbol(f"{path}#{qualified}.{DEF}", DEF, f"{qualified}.{DEF}", "def",
                               qualified, raw.start, raw.end, sym.start_line, sym.end_line,
                               signature, def_hash, None, sym.def_line, raw.head, raw.sig_end))
-        _emit(raw.members, qualified, path, data, out)
+        emit(raw.members, qualified, path, data, out)
 
 
 def _flatten(raws: list[Raw]) -> list[Raw]:
@@ -225,5 +235,6 @@ def _flatten(raws: list[Raw]) -> list[Raw]:
     return out
 
 
-def _cut(data: bytes, start: int, end: int, members: list[Raw]) -> bytes:
-    return b"".join(data[s:e] for s, e in own_ranges(start, end, members))
+def cut(data: bytes, start: int, end: int, spans: list[tuple[int, int]]) -> bytes:
+    """data[start:end] without the spans inside it."""
+    return b"".join(data[s:e] for s, e in own_ranges(start, end, spans))
