@@ -27,6 +27,10 @@ from .table import FileSymbols, parsed_table
 DEFAULT_MAX_BLOBS = 200_000
 DEFAULT_TREE_BYTES = 16 * 1024 * 1024  # source bytes; the trees take about 27x that (~430 MB at most)
 _MAX_PATHS_PER_BLOB = 8
+_MAX_BASES = 8
+
+# name -> (blob id, table) of the files of one base whose text holds the name (mentions.py)
+BaseIndex = dict[str, list[tuple[str, FileSymbols]]]
 
 
 class SymbolCache:
@@ -37,6 +41,7 @@ class SymbolCache:
         self._max_tree_bytes = tree_bytes
         self._tree_bytes = 0
         self._trees: OrderedDict[tuple[str, str | None], tuple[bytes, Tree]] = OrderedDict()
+        self._bases: OrderedDict[str, BaseIndex] = OrderedDict()
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
@@ -91,6 +96,23 @@ class SymbolCache:
                 out.append(found)
             self.hits += len(out) - out.count(None)
         return out
+
+    def base_index(self, key: str) -> BaseIndex | None:
+        """The index kept for the base `key` names (keep_base_index), if any."""
+        with self._lock:
+            index = self._bases.get(key)
+            if index is not None:
+                self._bases.move_to_end(key)
+            return index
+
+    def keep_base_index(self, key: str, index: BaseIndex) -> None:
+        """Keep `index` for the base that `key` names (a commit or tree id: one key, one
+        tree, always); the last few bases are kept."""
+        with self._lock:
+            self._bases[key] = index
+            self._bases.move_to_end(key)
+            while len(self._bases) > _MAX_BASES:
+                self._bases.popitem(last=False)
 
     def _spliced(self, path: str, language: str | None, base: str | None,
                  base_data: bytes | None, data: bytes) -> FileSymbols | None:

@@ -30,7 +30,7 @@ import difflib
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, NamedTuple
 
-from .cache import SymbolCache
+from .cache import BaseIndex, SymbolCache
 from .mentions import NOT_NAMES, base_tables, mentioning
 from .table import FileSymbols, Symbol, cut, normalize, whole_file
 from .textdiff import changed_rows
@@ -84,9 +84,14 @@ class Facts:
 
 
 def compute_facts(base: Mapping[str, TreeEntry], new: Mapping[str, TreeEntry],
-                  load: Callable[[str], bytes], cache: SymbolCache | None = None) -> Facts:
-    """Facts of going from `base` to `new`; `load(oid)` gives a blob's bytes."""
-    return _Change(base, new, load, cache if cache is not None else SymbolCache()).run()
+                  load: Callable[[str], bytes], cache: SymbolCache | None = None,
+                  base_key: str | None = None) -> Facts:
+    """Facts of going from `base` to `new`; `load(oid)` gives a blob's bytes. `base_key` names
+    the base tree (mentions.warm_base): when the cache holds its index, `affected` reads only
+    the files that hold the names it looks for."""
+    cache = cache if cache is not None else SymbolCache()
+    index = cache.base_index(base_key) if base_key is not None else None
+    return _Change(base, new, load, cache, index).run()
 
 
 class _Side(NamedTuple):
@@ -96,8 +101,10 @@ class _Side(NamedTuple):
 
 class _Change:
     def __init__(self, base: Mapping[str, TreeEntry], new: Mapping[str, TreeEntry],
-                 load: Callable[[str], bytes], cache: SymbolCache) -> None:
+                 load: Callable[[str], bytes], cache: SymbolCache,
+                 index: BaseIndex | None) -> None:
         self.base, self.new, self.load, self.cache = base, new, load, cache
+        self.index = index
         self.facts = Facts()
         self.gone: dict[str, Symbol] = {}       # base symbols deleted or with a new signature
 
@@ -261,10 +268,15 @@ class _Change:
         if not names:
             return
         found: set[str] = set()
-        for oid, table in base_tables(self.base, self.cache, self.load):
-            hit = names.intersection(table.names)      # the few names, looked up in the many
-            if hit:
-                found |= mentioning(table, hit, lambda oid=oid: self.load(oid))
+        if self.index is not None:
+            for name in names:
+                for oid, table in self.index.get(name, ()):
+                    found |= mentioning(table, {name}, lambda oid=oid: self.load(oid))
+        else:
+            for oid, table in base_tables(self.base, self.cache, self.load):
+                hit = names.intersection(table.names)      # the few names, in the many
+                if hit:
+                    found |= mentioning(table, hit, lambda oid=oid: self.load(oid))
         ordered = sorted(found - self.gone.keys())
         f.affected = ordered[:MAX_AFFECTED]
         f.affected_more = max(0, len(ordered) - MAX_AFFECTED)

@@ -12,7 +12,7 @@ from bisect import bisect_right
 from functools import lru_cache
 from typing import Callable, Iterator, Mapping
 
-from .cache import SymbolCache
+from .cache import BaseIndex, SymbolCache
 from .languages import SECTION_LANGUAGES
 from .sections import SECTION_KINDS
 from .table import DEF, FileSymbols, Symbol
@@ -45,25 +45,35 @@ def mentioning(table: FileSymbols, names: set[str], data: Callable[[], bytes]) -
         text = data()
         spans, starts = table.spans
         for name in missing:
-            memo[name] = frozenset(_holder(spans, starts, m.start(), table)
-                                   for m in _whole_word(name).finditer(text))
+            memo[name] = tuple({_holder(spans, starts, m.start(), table)
+                                for m in _whole_word(name).finditer(text)})
     found: set[str] = set()
     for name in names:
         found.update(memo[name])
     return found
 
 
-def warm_base(base: Mapping, cache: SymbolCache, load: Callable[[str], bytes]) -> int:
+def warm_base(base: Mapping, cache: SymbolCache, load: Callable[[str], bytes],
+              key: str | None = None) -> int:
     """Answer, for every table of `base`, every name of the base's own symbols that its text
-    holds; the number of files read."""
+    holds (the only names a change to this base can ask about); with `key`, also keep which
+    files hold each name, so that `affected` visits those files alone. The number of files
+    read."""
     tables = list(base_tables(base, cache, load))
     vocabulary = {s.name for _, t in tables for s in t.symbols if s.kind not in NOT_NAMES}
+    index: BaseIndex = {}
     read = 0
     for oid, table in tables:
-        wanted = {n for n in vocabulary.intersection(table.names) if n not in table.mentions}
+        held = vocabulary.intersection(table.names)
+        wanted = {n for n in held if n not in table.mentions}
         if wanted:
             _warm(table, load(oid), wanted)
             read += 1
+        if key is not None:
+            for name in held:
+                index.setdefault(name, []).append((oid, table))
+    if key is not None:
+        cache.keep_base_index(key, index)
     return read
 
 
@@ -75,7 +85,7 @@ def _warm(table: FileSymbols, data: bytes, wanted: set[str]) -> None:
         for token in by_token.keys() & set(_TOKEN.findall(data, start, end)):
             found[by_token[token]].add(holder)
     for name, holders in found.items():
-        table.mentions[name] = frozenset(holders)
+        table.mentions[name] = tuple(holders)
 
 
 def _pieces(table: FileSymbols, size: int) -> Iterator[tuple[int, int, str]]:

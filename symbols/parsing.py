@@ -86,7 +86,7 @@ def edited(tree: Tree, old: bytes, new: bytes) -> Tree:
 
 def _common(a: bytes, b: bytes, limit: int, step: int) -> int:
     """Length of the common prefix (step 1) or suffix (step -1), at most `limit`: blocks are
-    compared in C, bytes one by one only inside the first block that differs."""
+    compared in C, then the first block that differs is halved down to the byte."""
     n = 0
     block = 4096
     while n < limit:
@@ -98,9 +98,14 @@ def _common(a: bytes, b: bytes, limit: int, step: int) -> int:
         if x == y:
             n += size
             continue
-        if step == 1:
-            return n + next(i for i in range(size) if x[i] != y[i])
-        return n + next(i for i in range(size) if x[size - 1 - i] != y[size - 1 - i])
+        same, differs = 0, size     # x and y agree on `same` bytes and not on `differs`
+        while differs - same > 1:
+            mid = (same + differs) // 2
+            if (x[:mid] == y[:mid]) if step == 1 else (x[size - mid:] == y[size - mid:]):
+                same = mid
+            else:
+                differs = mid
+        return n + same
     return n
 
 

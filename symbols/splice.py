@@ -3,9 +3,9 @@ edit: a change to one method of a 3 000-line file reads that method and its neig
 
 tree-sitter reads only the included ranges of a document, as if they followed each other, with
 the document's own offsets and rows. The ranges are the headers and tails of the types that hold
-the edit and a run of their members: those the edit touches and one unchanged neighbour on each
-side, so that text the edit adds next to a neighbour (an indented line after a Python method)
-lands where a whole parse puts it.
+the edit and the run of their members the edit touches, with the unchanged neighbour on each
+side (of a big type, its head, tail and nearest member): text the edit adds next to a neighbour
+(an indented line after a Python method) would change the neighbour, and the splice gives up.
 
 The result must be the table a whole parse gives (tests/symbols/test_symbols_splice.py holds
 it to that), so anything the splice cannot vouch for goes back to a whole parse (None):
@@ -13,7 +13,8 @@ it to that), so anything the splice cannot vouch for goes back to a whole parse 
   type, `C::m` outside C), section languages, a blob the grammar cannot read;
 - the old text, parsed the same way, not giving back the old table's symbols of those ranges
   (a grammar that needs more context, like PHP's `<?php`);
-- an error in either parse, or the run's outer neighbours not ending where they did;
+- an error in either parse, or a holder or neighbour of the run not starting and ending where
+  it did;
 - a name of the run also among the members left out (`~N` and overload keys count siblings).
 
 `names` of a spliced table is the old names and those of the parsed ranges: a superset of the
@@ -21,7 +22,7 @@ file's identifiers, which is all the facts ask of it (they look for whole words 
 """
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
 from tree_sitter import Range
 
@@ -83,26 +84,27 @@ class _Splice:
     def run(self) -> FileSymbols | None:
         chain, members = self._holders()
         lo, hi = self._run(members)
-        first_kept = members[lo - 1] if lo > 0 else None
-        last_kept = members[hi + 1] if hi + 1 < len(members) else None
+        prev = members[lo - 1] if lo > 0 else None
+        after_run = members[hi + 1] if hi + 1 < len(members) else None
+        # the run: from the end of the member before to the start of the member after
         if chain:
-            r0 = (first_kept or members[lo]).start_byte
-            r1 = (last_kept or members[hi]).end_byte
+            r0 = prev.end_byte if prev else members[lo].start_byte
+            r1 = after_run.start_byte if after_run else members[hi].end_byte
+        elif prev is None and after_run is None:
+            return None     # the whole file: nothing to gain
         else:
-            r0 = first_kept.start_byte if first_kept else 0
-            r1 = last_kept.end_byte if last_kept else len(self.old_data)
-            if r0 == 0 and r1 == len(self.old_data):
-                return None     # the whole file: nothing to gain
+            r0 = prev.end_byte if prev else 0
+            r1 = after_run.start_byte if after_run else len(self.old_data)
         wraps = _Wraps(self.old.wraps, r0, r1)
         if wraps.crossing:
             return None
-        ranges = _merged([(h.start_byte, self.nest.children[h.qualified][0].start_byte)
-                          for h in chain]
-                         + [(h, first) for h, _, first, _ in wraps.holding]
-                         + [(r0, r1)]
-                         + [(self.nest.children[h.qualified][-1].end_byte, h.end_byte)
-                            for h in chain]
-                         + [(last, end) for _, end, _, last in wraps.holding])
+        kids = self.nest.children
+        ranges = _merged([(h.start_byte, kids[h.qualified][0].start_byte) for h in chain]
+                         + self._wrap_ends(wraps.holding)
+                         + self._neighbour(prev, last=True) + [(r0, r1)]
+                         + self._neighbour(after_run, last=False)
+                         + [(kids[h.qualified][-1].end_byte, h.end_byte) for h in chain],
+                         self._after_newline)
         old_read = self._read(self.old_data, ranges, 0)
         new_read = self._read(self.new_data, ranges, self.delta)
         if old_read is None or new_read is None:
@@ -112,9 +114,9 @@ class _Splice:
         old_run = [s for s in old_read.symbols if r0 <= s.start_byte and s.end_byte <= r1]
         new_run = [s for s in new_read.symbols if r0 <= s.start_byte and s.end_byte <= r1_new]
         new_top = [s for s in new_run if s.parent == parent and s.kind != "def"]
-        outside = {m.name for m in members[:max(lo - 1, 0)] + members[hi + 2:]}
-        if not new_top or not self._same_outer(new_top, first_kept, last_kept) \
-                or not self._same_holders(chain, old_read.symbols, new_read.symbols) \
+        outside = {m.name for m in members[:lo] + members[hi + 1:]}
+        if not all(self._in_place(old_read, new_read, s)
+                   for s in chain + [prev, after_run] if s is not None) \
                 or any(s.name in outside for s in new_top) \
                 or any(s.name in outside for s in old_run if s.parent == parent):
             return None
@@ -123,7 +125,7 @@ class _Splice:
             return None     # the ranges alone do not read as the whole file did
         new_wraps = wraps.spliced(new_read.wraps, r0, r1_new, self.delta)
         imports = self._imports(r0, r1, old_read.imports, new_read.imports)
-        at_end = not chain and last_kept is None
+        at_end = not chain and after_run is None
         old_end_line = self.old.symbols[-1].end_line       # the last symbol is <file>
         if new_wraps is None or imports is None \
                 or (at_end and old_read.end_row + 1 != old_end_line):
@@ -184,24 +186,55 @@ class _Splice:
         emit(found.raws, None, self.path, data, symbols)
         return _Read(symbols, found.imports, found.wraps, tree.root_node.end_point.row)
 
-    def _same_outer(self, new_top: list[Symbol], first_kept: Symbol | None,
-                    last_kept: Symbol | None) -> bool:
-        """The unchanged neighbours still start and end the run where they did."""
-        return (first_kept is None or new_top[0].start_byte == first_kept.start_byte) and \
-            (last_kept is None or new_top[-1].end_byte == last_kept.end_byte + self.delta)
+    def _after_newline(self, at: int) -> int:
+        """A range that starts at a symbol on its own line starts at the line break before
+        it: ranges read one after the other keep their symbols on lines of their own."""
+        brk = self.old_data.rfind(b"\n", 0, at)
+        if at <= self.start or brk >= self.old_end:     # not across the edit
+            if not self.old_data[brk + 1:at].strip():
+                return max(brk, 0)
+        return at
 
-    def _same_holders(self, chain: list[Symbol], old_syms: list[Symbol],
-                      new_syms: list[Symbol]) -> bool:
-        """Each holder read from the ranges still starts where it did and ends where it did
-        moved by the edit: the edit did not end it early (a line dedented in Python)."""
-        old_at = {s.qualified: s for s in old_syms}
-        new_at = {s.qualified: s for s in new_syms}
-        for h in chain:
-            o, n = old_at.get(h.qualified), new_at.get(h.qualified)
-            if o is None or n is None or (n.start_byte, n.end_byte) != \
-                    (o.start_byte, o.end_byte + self.delta):
-                return False
-        return True
+    def _wrap_ends(self, holding: list[tuple[int, int, int, int]]) -> list[tuple[int, int]]:
+        """What is read of each block that holds the run: its text up to the end of its first
+        symbol and from the start of its last (a Python `if` branch left empty would not
+        parse: `if X:` then `else:`)."""
+        if not holding:
+            return []
+        spans = [(s.start_byte, s.end_byte) for s in self.old.symbols if s.kind not in _NOT_SPANS]
+        end_of = {a: b for a, b in sorted(spans, key=lambda ab: ab[1])}      # outermost wins
+        start_of = {b: a for a, b in sorted(spans, reverse=True)}
+        out = []
+        for start, end, first, last in holding:
+            out += [(start, end_of.get(first, end)), (start_of.get(last, start), end)]
+        return out
+
+    def _neighbour(self, s: Symbol | None, last: bool) -> list[tuple[int, int]]:
+        """What is read of the unchanged member before the run (`last`) or after it: the
+        whole of it, or of a type its head and tail with its nearest member only."""
+        if s is None:
+            return []
+        kids = self.nest.children.get(s.qualified)
+        if not kids:
+            return [(s.start_byte, s.end_byte)]
+        if last:
+            return [(s.start_byte, kids[0].start_byte), (kids[-1].start_byte, s.end_byte)]
+        return [(s.start_byte, kids[0].end_byte), (kids[-1].end_byte, s.end_byte)]
+
+    def _in_place(self, old_read: _Read, new_read: _Read, s: Symbol) -> bool:
+        """`s`, a holder or a neighbour of the run, read from the old text where it starts,
+        and from the new text where it was read from the old, what lies past the edit moved
+        by it: the edit neither ended it early (a line dedented in Python) nor ran into it.
+        Nothing else of it is compared: only part of it may have been read."""
+        def found(read: _Read) -> Symbol | None:
+            return next((got for got in read.symbols
+                         if got.qualified == s.qualified and got.kind == s.kind), None)
+
+        def moved(x: int) -> int:
+            return x + self.delta if x >= self.old_end else x
+        o, n = found(old_read), found(new_read)
+        return o is not None and n is not None and o.start_byte == s.start_byte \
+            and (n.start_byte, n.end_byte) == (moved(o.start_byte), moved(o.end_byte))
 
     # --- putting it together ----------------------------------------------------------------
 
@@ -283,10 +316,12 @@ class _Wraps:
     it, whose heads and tails are read with it, those inside it, and whether one crosses it."""
 
     def __init__(self, wraps: tuple[tuple[int, int, int, int], ...], r0: int, r1: int) -> None:
-        self.before = [w for w in wraps if w[1] <= r0]
-        self.after = [w for w in wraps if w[0] >= r1]
+        # one that ends where the run starts could take in what the edit adds: not "before"
+        self.before = [w for w in wraps if w[1] < r0]
+        self.after = [w for w in wraps if w[0] > r1]
         self.inside = _within(wraps, r0, r1)
-        self.holding = [w for w in wraps if w[0] <= r0 and r1 <= w[1] and w not in self.inside]
+        self.holding = [w for w in wraps if w[0] <= r0 and r1 <= w[1]
+                        and not (r0 <= w[0] and w[1] <= r1)]
         self.crossing = len(self.before) + len(self.after) + len(self.inside) \
             + len(self.holding) != len(wraps)
 
@@ -310,9 +345,11 @@ def _within(wraps, r0: int, r1: int) -> list[tuple[int, int, int, int]]:
     return sorted(w for w in wraps if r0 <= w[0] and w[1] <= r1)
 
 
-def _merged(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+def _merged(ranges: list[tuple[int, int]],
+            start: Callable[[int], int]) -> list[tuple[int, int]]:
+    """`ranges` sorted and joined where they meet, each starting at `start(its start)`."""
     out: list[tuple[int, int]] = []
-    for a, b in sorted(ranges):
+    for a, b in sorted((start(a), b) for a, b in ranges if b > a):
         if out and a <= out[-1][1]:
             out[-1] = (out[-1][0], max(out[-1][1], b))
         elif b > a:

@@ -87,9 +87,11 @@ class FileSymbols:
         return spans, [s.start_byte for s in spans]
 
     @cached_property
-    def mentions(self) -> dict[str, frozenset[str]]:
-        """name -> ids of the symbols that mention it, filled by the facts as names are
-        asked for, so a warm base answers `affected` without reading its blobs again."""
+    def mentions(self) -> dict[str, tuple[str, ...]]:
+        """name -> ids of the symbols that mention it (symbols/mentions.py), filled as names
+        are asked for, so a warm base answers `affected` without reading its blobs again.
+        Tuples of strings, which the garbage collector stops tracking, not sets it would walk
+        through on every full collection."""
         return {}
 
 

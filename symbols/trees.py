@@ -5,6 +5,7 @@ from typing import NamedTuple
 
 _MODE_WORDS = {"100644": "regular", "100664": "regular", "100755": "executable",
                "120000": "symlink", "160000": "submodule"}
+_TEXT_MODES = frozenset({"100644", "100664", "100755", "regular", "executable"})
 
 
 class TreeEntry(NamedTuple):
@@ -20,4 +21,4 @@ def mode_word(mode: str) -> str:
 
 def has_text(mode: str) -> bool:
     """A blob with content of its own: not a symlink (its content is a path) or a submodule."""
-    return mode_word(mode) in ("regular", "executable")
+    return mode in _TEXT_MODES or mode_word(mode) in _TEXT_MODES
