@@ -114,5 +114,6 @@ def build_commit(repo: pygit2.Repository, base: str, files: list[dict], message:
     return str(commit), new_map
 
 
-def facts_of(repo: pygit2.Repository, cache: SymbolCache, base_map: dict, new_map: dict):
-    return compute_facts(base_map, new_map, lambda oid: repo[oid].data, cache)
+def facts_of(repo: pygit2.Repository, cache: SymbolCache, base: str, base_map: dict, new_map: dict):
+    """Facts of a proposal on commit `base` (whose index the symbol warmer may have kept)."""
+    return compute_facts(base_map, new_map, lambda oid: repo[oid].data, cache, base)

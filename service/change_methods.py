@@ -124,10 +124,13 @@ async def prepare(call: Call, rs: RepoState, base: str, files: list[dict], messa
             return None
         base_map = d.tree_maps.get(store, base)
         commit, new_map = build_commit(store, base, files, message, author, d.now_ms(), base_map)
-        facts = facts_of(store, d.symbols, base_map, new_map)
+        facts = facts_of(store, d.symbols, base, base_map, new_map)
         trunk_map = d.tree_maps.get(store, rs.trunk)
         return commit, facts, base_map, trunk_map
-    return await asyncio.to_thread(work)
+    prepared = await asyncio.to_thread(work)
+    if prepared is not None:
+        d.warmer.ask(rs.name, base, prepared[2])    # the next proposal on this base is quicker
+    return prepared
 
 
 def facts_json(facts) -> dict:

@@ -26,6 +26,7 @@ from .log import LogWriter
 from .methods import METHODS, WRITERS, Call
 from .server import Peer, SocketServer
 from .state import State
+from .symbol_warmer import SymbolWarmer
 from .store import LogRow, NonceRow, TokenRow, open_engine, repos_in_log
 
 log = logging.getLogger("lonca.daemon")
@@ -42,6 +43,7 @@ class Daemon:
         self._policies: dict[tuple[str, str], Policy] = {}
         self.tree_maps = TreeMaps()
         self.symbols = SymbolCache()
+        self.warmer = SymbolWarmer(self.symbols, self.store)
         self.rate = RateLimiter()
         self.told: dict[tuple[str, str], set] = {}  # inbox: what each session was told (memory only)
         self.verifying: set[str] = set()  # changes whose checks are running
@@ -211,6 +213,7 @@ class Daemon:
         await self.queue.stop()
         await self.server.close()
         await self.log.stop()
+        self.warmer.close()
         self.engine.dispose()
 
 

@@ -271,7 +271,11 @@ class _Change:
         if self.index is not None:
             for name in names:
                 for oid, table in self.index.get(name, ()):
-                    found |= mentioning(table, {name}, lambda oid=oid: self.load(oid))
+                    known = table.mentions.get(name)
+                    if known is None:
+                        found |= mentioning(table, {name}, lambda oid=oid: self.load(oid))
+                    else:
+                        found.update(known)
         else:
             for oid, table in base_tables(self.base, self.cache, self.load):
                 hit = names.intersection(table.names)      # the few names, in the many

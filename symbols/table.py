@@ -149,7 +149,8 @@ def file_symbol(path: str, data: bytes, end_row: int, spans: list[tuple[int, int
 
 
 def identifiers(data: bytes) -> frozenset[str]:
-    return frozenset(_IDENT.findall(data.decode("utf-8")))
+    """The identifiers in `data` (a slice may cut a character at its ends: replaced)."""
+    return frozenset(_IDENT.findall(data.decode("utf-8", "replace")))
 
 
 def whole_file(path: str, language: str | None, status: str, data: bytes,
