@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Mapping, NamedTuple
 
 from .cache import BaseIndex, SymbolCache
-from .mentions import NOT_NAMES, base_tables, mentioning
+from .mentions import NOT_NAMES, mentioned
 from .table import FileSymbols, Symbol, cut, normalize, whole_file
 from .textdiff import changed_rows
 from .trees import TreeEntry, mode_word
@@ -95,6 +95,7 @@ def compute_facts(base: Mapping[str, TreeEntry], new: Mapping[str, TreeEntry],
 
 
 class _Side(NamedTuple):
+    oid: str
     table: FileSymbols
     data: bytes | None      # None for a submodule: no content of its own
 
@@ -130,21 +131,24 @@ class _Change:
     # --- reading ----------------------------------------------------------------------------
 
     def _side(self, path: str, entry: TreeEntry, with_data: bool,
-              base: _Side | None = None, base_oid: str | None = None) -> _Side:
+              base: _Side | None = None) -> _Side:
+        """`entry` at `path`: its table (spliced from `base`'s, the side it replaces, when it
+        can be) and, `with_data`, its bytes."""
         mode = mode_word(entry.mode)
         if mode == "submodule":
-            return _Side(whole_file(path, None, "unparsed", entry.oid.encode()), None)
+            return _Side(entry.oid, whole_file(path, None, "unparsed", entry.oid.encode()), None)
         if mode == "symlink":   # its content is a path, whatever the extension says
             data = self.load(entry.oid)
-            return _Side(whole_file(path, None, "unparsed", data), data)
+            return _Side(entry.oid, whole_file(path, None, "unparsed", data), data)
         data: bytes | None = None
         if with_data:
             data = self.load(entry.oid)
-            table = self.cache.table(path, entry.oid, lambda: data, base_oid,
+            table = self.cache.table(path, entry.oid, lambda: data,
+                                     None if base is None else base.oid,
                                      None if base is None else base.data)
         else:
             table = self.cache.table(path, entry.oid, lambda: self.load(entry.oid))
-        return _Side(table, data)
+        return _Side(entry.oid, table, data)
 
     # --- files ------------------------------------------------------------------------------
 
@@ -183,7 +187,7 @@ class _Change:
         f = self.facts
         f.modified_files.add(path)
         old = self._side(path, old_entry, True)
-        new = self._side(path, new_entry, True, old, old_entry.oid)
+        new = self._side(path, new_entry, True, old)
         binary = old.data is None or new.data is None or b"\0" in old.data or b"\0" in new.data
         old_lines = new_lines = []
         removed: list[int] = []
@@ -267,20 +271,7 @@ class _Change:
         names = {s.name for s in self.gone.values() if s.kind not in NOT_NAMES}
         if not names:
             return
-        found: set[str] = set()
-        if self.index is not None:
-            for name in names:
-                for oid, table in self.index.get(name, ()):
-                    known = table.mentions.get(name)
-                    if known is None:
-                        found |= mentioning(table, {name}, lambda oid=oid: self.load(oid))
-                    else:
-                        found.update(known)
-        else:
-            for oid, table in base_tables(self.base, self.cache, self.load):
-                hit = names.intersection(table.names)      # the few names, in the many
-                if hit:
-                    found |= mentioning(table, hit, lambda oid=oid: self.load(oid))
+        found = mentioned(names, self.base, self.cache, self.load, self.index)
         ordered = sorted(found - self.gone.keys())
         f.affected = ordered[:MAX_AFFECTED]
         f.affected_more = max(0, len(ordered) - MAX_AFFECTED)

@@ -53,6 +53,24 @@ def mentioning(table: FileSymbols, names: set[str], data: Callable[[], bytes]) -
     return found
 
 
+def mentioned(names: set[str], base: Mapping, cache: SymbolCache, load: Callable[[str], bytes],
+              index: BaseIndex | None = None) -> set[str]:
+    """Ids of the symbols of `base` whose text holds one of `names`: with the base's index
+    (warm_base), from the files it lists for each name; without it, from every file whose
+    names hold one."""
+    found: set[str] = set()
+    if index is not None:
+        for name in names:
+            for oid, table in index.get(name, ()):
+                found |= mentioning(table, {name}, lambda oid=oid: load(oid))
+        return found
+    for oid, table in base_tables(base, cache, load):
+        hit = names.intersection(table.names)      # the few names, looked up in the many
+        if hit:
+            found |= mentioning(table, hit, lambda oid=oid: load(oid))
+    return found
+
+
 def warm_base(base: Mapping, cache: SymbolCache, load: Callable[[str], bytes],
               key: str | None = None) -> int:
     """Answer, for every table of `base`, every name of the base's own symbols that its text

@@ -29,8 +29,8 @@ from tree_sitter import Range
 from .languages import LANGS, SECTION_LANGUAGES
 from .outline import outline
 from .parsing import edit_span, parse_bounded, point, text_problem
-from .table import (FileSymbols, Symbol, count_lines, cut, digest, emit, file_symbol,
-                    identifiers, normalize)
+from .table import (FileSymbols, Symbol, body_digest, count_lines, emit, file_symbol,
+                    identifiers, own_digest)
 
 _NOT_SPANS = ("def", "file")
 
@@ -274,18 +274,16 @@ class _Splice:
                 out.append(s)
                 continue
             end = s.end_byte + self.delta
-            data = self.new_data
             own = None
             if s.def_hash is not None or s.kind == "def":
-                own = digest(normalize(cut(data, s.start_byte, end, spans.get(qualified, []))))
-            if s.kind == "def":
-                body = own
+                own = own_digest(self.new_data, s.start_byte, end, spans.get(qualified, []))
+            if s.kind == "def":     # its body is its type's own text
+                body, own = own, None
             else:
-                body = digest(data[s.start_byte:s.sig_start] + data[s.sig_end:end])
+                body = body_digest(self.new_data, s.start_byte, s.sig_start, s.sig_end, end)
             out.append(Symbol(s.id, s.name, s.qualified, s.kind, s.parent, s.start_byte, end,
                               s.start_line, s.end_line + self.line_delta, s.signature_hash,
-                              body, own if s.kind != "def" else None, s.def_line, s.sig_start,
-                              s.sig_end, s.test, s.skipped))
+                              body, own, s.def_line, s.sig_start, s.sig_end, s.test, s.skipped))
         return out
 
     def _imports(self, r0: int, r1: int, old_read: list[tuple[int, int]],

@@ -18,6 +18,7 @@ import hashlib
 import re
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Sequence
 
 from tree_sitter import Node, Tree
 
@@ -143,9 +144,8 @@ def parsed_table(path: str, data: bytes, timeout_s: float | None = None,
 
 def file_symbol(path: str, data: bytes, end_row: int, spans: list[tuple[int, int]]) -> Symbol:
     """`path#<file>`: the text outside the spans of the file's symbols."""
-    residual = normalize(cut(data, 0, len(data), spans))
     return Symbol(f"{path}#{FILE}", FILE, FILE, "file", None, 0, len(data), 1, end_row + 1,
-                  digest(b""), digest(residual))
+                  digest(b""), own_digest(data, 0, len(data), spans))
 
 
 def identifiers(data: bytes) -> frozenset[str]:
@@ -211,13 +211,12 @@ def emit(raws: list[Raw], parent: str | None, path: str, data: bytes,
         signature = digest(b" ".join(data[raw.head:raw.sig_end].split()))
         def_hash = None
         if raw.kind in SECTION_KINDS:
-            body = digest(normalize(cut(data, raw.start, raw.end, spans_of(raw.members))))
+            body = own_digest(data, raw.start, raw.end, spans_of(raw.members))
         else:
-            body = digest(data[raw.start:raw.head] + data[raw.sig_end:raw.end])
+            body = body_digest(data, raw.start, raw.head, raw.sig_end, raw.end)
             if raw.container and not raw.own_in_parent:
-                own = cut(data, raw.start, raw.end, spans_of(raw.members))
-                own += b"".join(data[s:e] for s, e in sorted(raw.extra_own))
-                def_hash = digest(normalize(own))
+                def_hash = own_digest(data, raw.start, raw.end, spans_of(raw.members),
+                                      sorted(raw.extra_own))
         sym = Symbol(f"{path}#{qualified}", raw.name, qualified, raw.kind, scope, raw.start,
                      raw.end, raw.start_row + 1, raw.end_row + 1, signature, body, def_hash,
                      raw.def_row + 1, raw.head, raw.sig_end, raw.test, raw.skipped)
@@ -236,6 +235,19 @@ def _flatten(raws: list[Raw]) -> list[Raw]:
         out.append(r)
         stack.extend(r.members)
     return out
+
+
+def body_digest(data: bytes, start: int, head: int, sig_end: int, end: int) -> str:
+    """A symbol's body_hash: its text but the signature [head, sig_end)."""
+    return digest(data[start:head] + data[sig_end:end])
+
+
+def own_digest(data: bytes, start: int, end: int, members: list[tuple[int, int]],
+               extra: Sequence[tuple[int, int]] = ()) -> str:
+    """A type's def_hash, a section's body: [start, end) without its members' spans, then the
+    `extra` spans of its own elsewhere (a Rust impl's), normalized."""
+    own = cut(data, start, end, members) + b"".join(data[s:e] for s, e in extra)
+    return digest(normalize(own))
 
 
 def cut(data: bytes, start: int, end: int, spans: list[tuple[int, int]]) -> bytes:
