@@ -6,9 +6,10 @@ import shutil
 import subprocess
 import sys
 import time
+from typing import Iterator
 
 from lonca import humankeys, paths
-from lonca.audit import ChainVerifier, verify_entries
+from lonca.audit import verify_entries
 from lonca.canonical import canonical
 from lonca.client import Client, Unreachable, checked_ping
 from lonca.output import OK, REFUSED, Usage, decision_exit, emit_json, paint
@@ -222,22 +223,29 @@ def cmd_status(args) -> int:
 
 def cmd_log(args) -> int:
     name = human_name(args)
-    start = args.start
     with Client(timeout=None if args.follow else 60) as c:
         repo = pick_repo(c, name, args.repo)
-        while True:
-            entries = human_call(c, name, "log", {"from": start, "wait_ms": 30_000 if args.follow else None}, repo=repo)
-            for e in entries:
-                if args.json:
-                    emit_json(e)
-                else:
-                    en = e["entry"]
-                    t = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(en["time_ms"] / 1000))
-                    print(f"{en['seq']:>6}  {t}  {actor_label(en['actor']):<32} {en['op']['op']:<18} {en['decision']['outcome']}"
-                          + (f" ({', '.join(en['decision']['reasons'])})" if en["decision"]["reasons"] else ""), flush=True)
-                start = e["entry"]["seq"] + 1
-            if not args.follow and len(entries) < 1000:
-                return OK
+        for e in log_entries(c, name, repo, args.start, follow=args.follow):
+            if args.json:
+                emit_json(e)
+            else:
+                en = e["entry"]
+                t = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(en["time_ms"] / 1000))
+                print(f"{en['seq']:>6}  {t}  {actor_label(en['actor']):<32} {en['op']['op']:<18} {en['decision']['outcome']}"
+                      + (f" ({', '.join(en['decision']['reasons'])})" if en["decision"]["reasons"] else ""), flush=True)
+    return OK
+
+
+def log_entries(c: Client, name: str, repo: str, start: int = 1, follow: bool = False) -> Iterator[dict]:
+    """A repository's log from seq `start`, page after page until one comes back empty (the
+    worker decides how long a page is); `follow` waits for new entries instead of stopping."""
+    while True:
+        page = human_call(c, name, "log", {"from": start, "wait_ms": 30_000 if follow else None}, repo=repo)
+        if not page and not follow:
+            return
+        yield from page
+        if page:
+            start = page[-1]["entry"]["seq"] + 1
 
 
 # -- audit -----------------------------------------------------------------------------------
@@ -353,18 +361,8 @@ def doctor_checks(name: str) -> tuple[str | None, list[dict]]:
 
 
 def _repo_checks(client: Client, name: str, repo: str) -> list[dict]:
-    verifier, start, count = ChainVerifier(repo), 1, 0
-    problem = None
-    while problem is None:
-        entries = human_call(client, name, "log", {"from": start}, repo=repo)
-        for e in entries:
-            problem = verifier.check(canonical(e["entry"]).decode(), e["hash"], e["sig"])
-            if problem:
-                break
-            count += 1
-        if len(entries) < 1000 or problem:
-            break
-        start = entries[-1]["entry"]["seq"] + 1
+    count, problem = verify_entries(repo, ((canonical(e["entry"]).decode(), e["hash"], e["sig"])
+                                           for e in log_entries(client, name, repo)))
     out = [_check(f"log {repo}", "pass", f"{count} entries verify") if problem is None
            else _check(f"log {repo}", "fail", str(problem), "run `lonca audit verify` and restore from a backup")]
     st = human_call(client, name, "status", repo=repo)

@@ -258,3 +258,21 @@ def test_cli_init_login_status_doctor(worker, source_repo, tmp_path):
     assert down.returncode == 2 and down.stdout == ""
     doc = worker.cli("doctor", "--json")
     assert doc.returncode == 1 and json.loads(doc.stdout)["ok"] is False
+
+
+def test_log_and_doctor_read_every_page(make_worker, source_repo, monkeypatch):
+    """A page of the log is as long as the worker says (LONCA_LOG_LIMIT_MAX): `lonca log` and
+    `lonca doctor` read on to the end."""
+    worker = make_worker({"LONCA_LOG_LIMIT_MAX": "2"})
+    monkeypatch.setenv("LONCA_HUMANS", worker.env["LONCA_HUMANS"])
+    worker.cli_json("init", "demo", "--import", str(source_repo), "--branch", "main")
+    worker.cli_json("human", "login")
+    key = human_key("alice")
+    with worker.client() as c:
+        htoken = login(c, key)
+        for n in range(4):
+            start_session(c, key, htoken, agent=f"agent-{n}")
+    lines = worker.cli("log", "--json", check=True).stdout.splitlines()
+    assert [json.loads(line)["entry"]["seq"] for line in lines] == [1, 2, 3, 4, 5]
+    doc = worker.cli_json("doctor")
+    assert next(c for c in doc["checks"] if c["name"] == "log demo")["detail"] == "5 entries verify"
