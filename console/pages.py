@@ -109,16 +109,14 @@ async def change(request: Request) -> Response:
                                          call(request, "change.diff", {"change": cid, "format": None}, repo=repo),
                                          call(request, "status", repo=repo))
     symbols = {s for f in diff["files"] for kind in f["symbols"].values() for s in kind}
-    session = (rec.get("actor") or {}).get("session")
+    session = rec["session"]
     leases = [lease for lease in st["leases"] if lease["session"] == session
               or any(i.get("symbol") in symbols for i in lease["items"])]
     pending = next((p for p in st["pending"] if p.get("change") == cid), None)
-    versions = [e for e in await call(request, "log", {"from": max(1, rec["proposed_seq"] - 5000), "limit": 1000}, repo=repo)
-                if e["entry"]["op"].get("op") == "change.propose" and e["entry"]["op"].get("change") == cid]
     return render(request, "change.html", {
         "repo": repo, "rec": rec, "diff": diff, "files": views.diff_files(diff["diff"]), "st": st,
-        "claims": views.claim_rows(rec.get("claim"), rec.get("facts")), "leases": leases, "pending": pending,
-        "versions": versions}, "_change.html")
+        "claims": views.claim_rows(rec.get("claim"), rec.get("facts")), "leases": leases, "pending": pending},
+        "_change.html")
 
 
 @page
