@@ -15,7 +15,8 @@ from .store import read_log
 async def ping(call: Call) -> dict:
     d = call.daemon
     return {"version": lonca.__version__, "protocol": PROTOCOL, "daemon_key": d.public_key, "next_key": None,
-            "proxy": None, "hardened": False, "refused": dict(d.server.refused)}
+            "proxy": None, "hardened": False, "refused": dict(d.server.refused),
+            "bootstrap": not d.state.repos}  # a tokenless repo.prepare_init is open (seed: bootstrap)
 
 
 @method("whoami", "any")

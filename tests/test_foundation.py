@@ -219,7 +219,9 @@ def test_bootstrap_and_logins(keyed):
     worker, key = keyed
     with worker.client() as c:
         assert c.call("ping")["daemon_key"] == c.call("ping")["daemon_key"]
+        assert c.call("ping")["bootstrap"] is True
         init_repo(c, key, "first")
+        assert c.call("ping")["bootstrap"] is False
         bob = human_key("bob")
         with pytest.raises(LoncaError) as e:  # once a repository is served, bootstrap needs a human
             c.call("repo.prepare_init", {"repo": "second", "human": "bob", "human_key": bob.public})

@@ -43,6 +43,12 @@ def test_replay_presence_sign_count_and_origin(stack, new_page, make_console):
     page.goto(console.url + "/security")
     expect(page.locator("#security")).to_contain_text("nonce_reused")
     expect(page.locator("#security")).to_contain_text("presence_required")
+    # a visit while logged out asks whether bootstrap is open: not a refusal a human should see
+    visitor, _ = new_page()
+    visitor.goto(console.url + "/")
+    expect(visitor).to_have_url(re.compile(r"/login$"))
+    page.reload()
+    expect(page.locator("#security")).not_to_contain_text("repo.prepare_init")
 
     # a console on another origin: the credential answers for the RP ID, the worker refuses the origin
     other = make_console(worker)
