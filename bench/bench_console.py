@@ -16,6 +16,7 @@ import httpx
 
 from bench.worker import BenchWorker, median, pct, table
 from lonca.client import Client
+from lonca.protocol import claim_from_facts
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
@@ -152,7 +153,7 @@ def main() -> None:
                                          "intent": f"note {i}", "ttl_ms": 3_600_000}, token=child)
                 files = [{"path": path, "content_b64": "bm90ZQo=", "mode": None}]
                 facts = c.call("facts.preview", {"base": trunk, "files": files}, token=child)["facts"]
-                claim = {"intent": f"note {i}", **{k: facts[k] for k in ("edits", "adds", "deletes", "deleted_files", "signature_changes", "tests")}}
+                claim = claim_from_facts(facts, f"note {i}")
                 c.call("change.propose", {"change": None, "base": trunk, "files": files, "claim": claim}, token=child)
             pending = len(c.call("status", token=agent)["pending"])
             status_ms = []

@@ -1,5 +1,6 @@
 """What templates need besides the data: labels, ages, and the diff split by file with syntax
 highlighting (Pygments, classes only: the stylesheet colours them)."""
+import json
 import re
 import time
 
@@ -96,12 +97,18 @@ def diff_files(diff: str) -> list[dict]:
 
 
 def claim_rows(claim: dict | None, facts: dict | None) -> list[dict]:
-    """Each claim field beside what the facts say, flagged where they differ."""
+    """Each claim field that lists symbols or files, beside what the facts say, flagged where
+    they differ; a claimed value that is not a list of strings is shown as it came, and differs
+    (the worker keeps a rejected change's claim as it was sent)."""
     claim, facts = claim or {}, facts or {}
     rows = []
-    for field in ("edits", "adds", "deletes", "deleted_files", "signature_changes"):
-        c, f = sorted(claim.get(field) or []), sorted(facts.get(field) or [])
-        rows.append({"field": field, "claimed": c, "facts": f, "match": c == f})
+    for field in protocol.CLAIM_FIELDS:
+        if field == "tests":    # a mapping of lists: its mismatch shows in the status reasons
+            continue
+        value, f = claim.get(field), sorted(facts.get(field) or [])
+        listed = value is None or (isinstance(value, list) and all(isinstance(x, str) for x in value))
+        c = sorted(value or []) if listed else [json.dumps(value)]
+        rows.append({"field": field, "claimed": c, "facts": f, "match": listed and c == f})
     return rows
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from lonca import humankeys
 from lonca.client import Client, Unreachable
-from lonca.protocol import LoncaError
+from lonca.protocol import LoncaError, claim_from_facts
 
 REPO = "demo"
 AGENTS = (("ada", "tidy the billing module"), ("bo", "add tests for the client"), ("cem", "document the install"))
@@ -95,7 +95,7 @@ class Demo:
     def _propose(self, c: Client, agent: str, base: str, path: str, text: str, intent: str) -> dict:
         files = [{"path": path, "content_b64": base64.b64encode(text.encode()).decode(), "mode": None}]
         f = c.call("facts.preview", {"base": base, "files": files}, token=agent)["facts"]
-        claim = {"intent": intent, **{k: f[k] for k in ("edits", "adds", "deletes", "deleted_files", "signature_changes", "tests")}}
+        claim = claim_from_facts(f, intent)
         res = c.call("change.propose", {"change": None, "base": base, "files": files, "claim": claim}, token=agent)
         print(f"lonca demo: {intent}: {res['decision']['outcome']} {' '.join(res['decision']['reasons'])}".rstrip(), flush=True)
         return res

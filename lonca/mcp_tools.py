@@ -10,9 +10,8 @@ from lonca.client import Unreachable
 from lonca.mcp_args import check
 from lonca.mcp_session import AgentSession
 from lonca.output import Usage
-from lonca.protocol import LoncaError
+from lonca.protocol import CLAIM_FIELDS, LoncaError
 
-CLAIM_FIELDS = ("edits", "adds", "deletes", "deleted_files", "signature_changes", "tests")
 # daemon codes whose message may carry internals (git's stderr, an I/O error): shown generically
 GENERIC = {"internal": "the daemon failed; try again", "git": "a git operation in the daemon failed",
            "integrity": "the daemon's log does not verify; tell a human"}
@@ -108,12 +107,7 @@ def _lease_interest(s: AgentSession, a: dict) -> dict:
 
 def _propose(s: AgentSession, a: dict) -> dict:
     ws = s.ws
-    files = workspace.local_changes(ws)
-    if not files:
-        raise Usage("no local changes to propose")
-    marked = workspace.with_markers(ws, files)
-    if marked:
-        raise Usage(f"conflict markers stand in {', '.join(marked)}; resolve them (sync shows them) before proposing")
+    files = workspace.proposal_files(ws)
     claim = {**(a.get("claim") or {}), "intent": a["intent"]}
     untold = [f for f in CLAIM_FIELDS if f not in claim]
     if untold:  # what the agent does not claim is taken from the facts

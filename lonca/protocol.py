@@ -23,6 +23,9 @@ SIGNATURE_LIFETIME_MS = 10 * 60_000
 SIGNATURE_SKEW_MS = 60_000
 NONCE_MIN, NONCE_MAX = 16, 128
 
+# A claim's fields, each named as the facts name it (seed 001, "claim").
+CLAIM_FIELDS = ("edits", "adds", "deletes", "deleted_files", "signature_changes", "tests")
+
 ZERO_HASH = "0" * 64
 REPO_NAME_MAX = 64
 
@@ -50,3 +53,8 @@ class LoncaError(Exception):
 
     def to_json(self) -> dict:
         return {"code": self.code, "message": self.message}
+
+
+def claim_from_facts(facts: dict, intent: str) -> dict:
+    """The claim that says what `facts` (of facts.preview) say."""
+    return {"intent": intent, **{k: facts[k] for k in CLAIM_FIELDS}}

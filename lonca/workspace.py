@@ -20,6 +20,7 @@ import pygit2
 from lonca.client import Client
 from lonca.humankeys import private_file_ok, write_private
 from lonca.output import Usage
+from lonca.protocol import claim_from_facts
 
 GIT_TIMEOUT_S = 300
 MARKERS = (b"<<<<<<< local", b"=======", b">>>>>>> trunk")
@@ -171,17 +172,22 @@ def with_markers(ws: Workspace, files: list[dict]) -> list[str]:
     return bad
 
 
-def propose(ws: Workspace, client: Client, intent: str) -> dict:
-    token = ws.agent_token()
+def proposal_files(ws: Workspace) -> list[dict]:
+    """The local changes to propose; none, or conflict markers left in one, is a usage error."""
     files = local_changes(ws)
     if not files:
         raise Usage("no local changes to propose")
     marked = with_markers(ws, files)
     if marked:
-        raise Usage(f"conflict markers stand in {', '.join(marked)}; resolve them (lonca sync shows them) before proposing")
+        raise Usage(f"conflict markers stand in {', '.join(marked)}; resolve them (sync shows them) before proposing")
+    return files
+
+
+def propose(ws: Workspace, client: Client, intent: str) -> dict:
+    token = ws.agent_token()
+    files = proposal_files(ws)
     preview = client.call("facts.preview", {"base": ws.base, "files": files}, repo=ws.repo, token=token)
-    f = preview["facts"]
-    claim = {"intent": intent, **{k: f[k] for k in ("edits", "adds", "deletes", "deleted_files", "signature_changes", "tests")}}
+    claim = claim_from_facts(preview["facts"], intent)
     res = client.call("change.propose", {"change": None, "base": ws.base, "files": files, "claim": claim},
                       repo=ws.repo, token=token)
     return {"change": res["change"], "commit": res["commit"], "seq": res["seq"], "decision": res["decision"],

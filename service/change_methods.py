@@ -4,7 +4,7 @@ import asyncio
 
 import pygit2
 
-from lonca.protocol import LoncaError
+from lonca.protocol import CLAIM_FIELDS, LoncaError
 from lonca.symbols import SYMBOLS_ENGINE, compare_claim
 
 from . import scope as scopes
@@ -15,7 +15,7 @@ from .log import Draft
 from .methods import Call, expect, method, params_of
 from .state import ChangeRec, PendingRec, RepoState, State, register
 
-CLAIM_KEYS = {"intent", "edits", "adds", "deletes", "deleted_files", "signature_changes", "tests", "revert_of"}
+CLAIM_KEYS = {"intent", *CLAIM_FIELDS, "revert_of"}
 DIFF_CAP = 2 * 1024 * 1024
 
 

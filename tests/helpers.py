@@ -3,7 +3,7 @@ import secrets
 import time
 
 from lonca import humankeys
-from lonca.protocol import LoncaError
+from lonca.protocol import LoncaError, claim_from_facts
 
 
 def now_ms() -> int:
@@ -50,7 +50,7 @@ def b64(text: str) -> str:
 
 def claim_of(facts: dict, intent: str = "test change") -> dict:
     """The claim that matches these facts."""
-    return {"intent": intent, **{k: facts[k] for k in ("edits", "adds", "deletes", "deleted_files", "signature_changes", "tests")}}
+    return claim_from_facts(facts, intent)
 
 
 def propose(client, token: str, base: str, files: dict, intent: str = "test change", claim: dict | None = None) -> dict:

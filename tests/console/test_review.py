@@ -7,6 +7,7 @@ from playwright.sync_api import expect
 
 from console.browser_steps import bootstrap, sign
 from console.test_webauthn_console import shot, token_of
+from lonca.protocol import claim_from_facts
 
 
 def propose_config(c, agent: str, text: str) -> dict:
@@ -14,7 +15,7 @@ def propose_config(c, agent: str, text: str) -> dict:
     trunk = c.call("status", token=agent)["trunk"]
     files = [{"path": "lonca.toml", "content_b64": base64.b64encode(text.encode()).decode(), "mode": None}]
     facts = c.call("facts.preview", {"base": trunk, "files": files}, token=agent)["facts"]
-    claim = {"intent": "share leases", **{k: facts[k] for k in ("edits", "adds", "deletes", "deleted_files", "signature_changes", "tests")}}
+    claim = claim_from_facts(facts, "share leases")
     return c.call("change.propose", {"change": None, "base": trunk, "files": files, "claim": claim}, token=agent)
 
 
