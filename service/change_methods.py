@@ -185,12 +185,8 @@ def decide_proposal(rs: RepoState, session: str | None, facts: dict, claim: dict
     esc_r += [f"unread_file:{p}" for p in facts["unread_files"]]
     for sym in facts["signature_changes"]:
         info_r.append(f"signature_change:{sym}")
-    affected = set(facts["affected"])
-    if affected:
-        for sid, s in sorted(rs.sets.items()):
-            if s.session != session and any(covers(it["symbol"], a) or covers(a, it["symbol"])
-                                            for it, _ in rs.live_items(s, now) for a in affected):
-                info_r.append(f"affected_lease:{s.session}:{sid}")
+    info_r += [f"affected_lease:{rs.sets[sid].session}:{sid}"
+               for sid in sorted(_leases_on(rs, facts["affected"], session, now))]
     replaced = []
     if session and not deny_r:
         ws = rs.workspace_sessions(session)
@@ -200,6 +196,22 @@ def decide_proposal(rs: RepoState, session: str | None, facts: dict, claim: dict
         return {"outcome": "deny", "reasons": list(dict.fromkeys(deny_r + esc_r + info_r))}, details, [], []
     outcome = "escalate" if esc_r else "allow"
     return {"outcome": outcome, "reasons": list(dict.fromkeys(esc_r + info_r))}, details, used, replaced
+
+
+def _leases_on(rs: RepoState, symbols: list[str], session: str | None, now: int) -> set[str]:
+    """Sets of other sessions holding now (or pinned) an item that covers one of `symbols` or
+    that one covers; looked up by path in the lease index, not over every set."""
+    found: set[str] = set()
+    for sym in symbols:
+        for sid, held in rs.index.on_path(split(sym)[0]).items():
+            s = rs.sets[sid]
+            if sid in found or s.session == session:
+                continue
+            live = rs.set_live(s, now)
+            if any((pinned is not None or live) and (covers(it["symbol"], sym) or covers(sym, it["symbol"]))
+                   for it, pinned in held):
+                found.add(sid)
+    return found
 
 
 def pins_of(used: list[tuple[str, dict]]) -> list[dict]:

@@ -263,3 +263,15 @@ def test_replay_gives_the_same_leases(env):
     c = env.w.client().connect()
     after = c.call("status", repo="demo", token=env.token)
     assert after["leases"] == before["leases"] and after["sessions"] == before["sessions"]
+
+
+def test_a_new_signature_names_the_leases_it_affects(env):
+    a, b_s, x_s = env.agent("a")["token"], env.agent("b"), env.agent("x")
+    c = env.client
+    acquire(c, a, "app.py#charge", intent="add a currency")
+    held = acquire(c, b_s["token"], "app.py#Client.pay", intent="pay twice")
+    acquire(c, x_s["token"], "lib/util.py#helper", intent="unrelated")
+    res = propose(c, a, env.trunk, {"app.py": APP.replace("def charge(amount)", "def charge(amount, currency)")})
+    assert res["facts"]["affected"] == ["app.py#Client.pay"]
+    assert res["decision"] == {"outcome": "allow", "reasons": [
+        "signature_change:app.py#charge", f"affected_lease:{b_s['session']}:{held['set']}"]}
