@@ -1,6 +1,7 @@
 """Proposals: change.propose and facts.preview (facts, claim, scope, leases, policy), and the
 readers change.get, change.resolve, change.diff; change.withdraw. How their entries change state."""
 import asyncio
+from typing import NamedTuple
 
 import pygit2
 
@@ -115,21 +116,34 @@ def lease_standing(rs: RepoState, session: str | None, needs: list[dict], now: i
 
 # -- preparing a proposal (outside the writer: git objects and facts) -----------------------------
 
-async def prepare(call: Call, rs: RepoState, base: str, files: list[dict], message: str, author: str):
+class Prepared(NamedTuple):
+    """A proposal's commit and facts, made outside the writer (git objects, symbols)."""
+    commit: str
+    facts: dict                 # facts_json
+    syntax_errors: list[str]
+    mismatches: list[dict]      # the claim against the facts (compare_claim)
+    base_map: dict
+    trunk_map: dict
+
+
+async def prepare(call: Call, rs: RepoState, base: str, files: list[dict], message: str, author: str,
+                  claim: dict | None = None) -> Prepared | None:
+    """None when `base` is no commit of the repository."""
     d = call.daemon
     store = d.store(rs.name)
 
-    def work():
+    def work() -> Prepared | None:
         if not commit_exists(store, base):
             return None
         base_map = d.tree_maps.get(store, base)
         commit, new_map = build_commit(store, base, files, message, author, d.now_ms(), base_map)
         facts = facts_of(store, d.symbols, base, base_map, new_map)
-        trunk_map = d.tree_maps.get(store, rs.trunk)
-        return commit, facts, base_map, trunk_map
+        mismatches = compare_claim(claim, facts) if claim is not None else []
+        return Prepared(commit, facts_json(facts), list(facts.syntax_errors), mismatches, base_map,
+                        d.tree_maps.get(store, rs.trunk))
     prepared = await asyncio.to_thread(work)
     if prepared is not None:
-        d.warmer.ask(rs.name, base, prepared[2])    # the next proposal on this base is quicker
+        d.warmer.ask(rs.name, base, prepared.base_map)    # the next proposal on this base is quicker
     return prepared
 
 
@@ -147,9 +161,9 @@ def check_claim(value) -> dict:
     return claim
 
 
-def decide_proposal(rs: RepoState, session: str | None, facts: dict, claim: dict, base: str, base_map, trunk_map,
-                    now: int, mismatches: list[dict]) -> tuple[dict, list[dict], list, list[str]]:
-    """(decision, details, used lease items, replaced changes) for a proposal by `session`."""
+def decide_proposal(rs: RepoState, session: str, facts: dict, base: str, base_map, trunk_map,
+                    now: int, mismatches: list[dict]) -> tuple[dict, list[dict], list]:
+    """(decision, details, used lease items) for a proposal by agent session `session`."""
     deny_r, esc_r, info_r = [], [], []
     if rs.frozen:
         deny_r.append(f"frozen:{rs.frozen}")
@@ -163,39 +177,35 @@ def decide_proposal(rs: RepoState, session: str | None, facts: dict, claim: dict
     for p in facts["added_files"]:
         if p in trunk_map and p not in base_map:
             deny_r.append(f"created_since_base:{p}")
-    details, used = [], []
-    if session:
-        sc = rs.sessions[session].scope
-        deny_r += [f"scope_path:{p}" for p in paths if not scopes.path_in(sc, p)]
-        touched = facts["edits"] + facts["adds"] + facts["deletes"]
-        deny_r += [f"scope_symbol:{s}" for s in touched if not scopes.symbol_in(sc, s)]
-        for op, syms in (("edit", facts["edits"]), ("insert", facts["adds"]), ("delete", facts["deletes"]),
-                         ("rename", facts["renames"])):
-            if syms and not scopes.op_in(sc, op):
-                deny_r.append(f"scope_op:{op}")
-        if sc.get("max_files") is not None and len(paths) > sc["max_files"]:
-            deny_r.append("scope_max_files")
-        if sc.get("max_lines") is not None and facts["lines_added"] + facts["lines_removed"] > sc["max_lines"]:
-            deny_r.append("scope_max_lines")
-        missing, details, used = lease_standing(rs, session, needed(facts, rs), now)
-        deny_r += [f"lease_missing:{m['symbol']}" for m in missing]
-        if rs.policy.agent_changes == "human":
-            esc_r.append("review_required")
+    sc = rs.sessions[session].scope
+    deny_r += [f"scope_path:{p}" for p in paths if not scopes.path_in(sc, p)]
+    touched = facts["edits"] + facts["adds"] + facts["deletes"]
+    deny_r += [f"scope_symbol:{s}" for s in touched if not scopes.symbol_in(sc, s)]
+    for op, syms in (("edit", facts["edits"]), ("insert", facts["adds"]), ("delete", facts["deletes"]),
+                     ("rename", facts["renames"])):
+        if syms and not scopes.op_in(sc, op):
+            deny_r.append(f"scope_op:{op}")
+    if sc.get("max_files") is not None and len(paths) > sc["max_files"]:
+        deny_r.append("scope_max_files")
+    if sc.get("max_lines") is not None and facts["lines_added"] + facts["lines_removed"] > sc["max_lines"]:
+        deny_r.append("scope_max_lines")
+    missing, details, used = lease_standing(rs, session, needed(facts, rs), now)
+    deny_r += [f"lease_missing:{m['symbol']}" for m in missing]
+    if rs.policy.agent_changes == "human":
+        esc_r.append("review_required")
     esc_r += [f"critical_path:{p}" for p in paths if rs.policy.critical(p)]
     esc_r += [f"unread_file:{p}" for p in facts["unread_files"]]
     for sym in facts["signature_changes"]:
         info_r.append(f"signature_change:{sym}")
     info_r += [f"affected_lease:{rs.sets[sid].session}:{sid}"
                for sid in sorted(_leases_on(rs, facts["affected"], session, now))]
-    replaced = []
-    if session and not deny_r:
-        ws = rs.workspace_sessions(session)
-        replaced = sorted(c.id for c in rs.changes.values() if c.session in ws and c.status["status"] == "pending")
-        info_r += [f"replaces:{c}" for c in replaced]
     if deny_r:
-        return {"outcome": "deny", "reasons": list(dict.fromkeys(deny_r + esc_r + info_r))}, details, [], []
+        return {"outcome": "deny", "reasons": list(dict.fromkeys(deny_r + esc_r + info_r))}, details, []
+    ws = rs.workspace_sessions(session)
+    info_r += [f"replaces:{c}" for c in sorted(c.id for c in rs.changes.values()
+                                                if c.session in ws and c.status["status"] == "pending")]
     outcome = "escalate" if esc_r else "allow"
-    return {"outcome": outcome, "reasons": list(dict.fromkeys(esc_r + info_r))}, details, used, replaced
+    return {"outcome": outcome, "reasons": list(dict.fromkeys(esc_r + info_r))}, details, used
 
 
 def _leases_on(rs: RepoState, symbols: list[str], session: str | None, now: int) -> set[str]:
@@ -236,21 +246,21 @@ async def propose(call: Call) -> dict:
         raise LoncaError("invalid", "change is 32 letters k-z, or null for a new change")
     d.rate.check(rs, me, d.now_ms())
     intent = claim.get("intent") or ""
-    prepared = await prepare(call, rs, base, files, intent or "lonca change", call.auth.agent)
+    prepared = await prepare(call, rs, base, files, intent or "lonca change", call.auth.agent, claim)
     return await d.log.append(rs.name, lambda: _decide_propose(call, rs, me, change, base, claim, prepared))
 
 
-def _decide_propose(call: Call, rs: RepoState, me: str, change: str | None, base: str, claim: dict, prepared) -> Draft:
+def _decide_propose(call: Call, rs: RepoState, me: str, change: str | None, base: str, claim: dict,
+                    prepared: Prepared | None) -> Draft:
     d = call.daemon
     now = d.now_ms()
     if prepared is None:
         commit, facts, syntax, mismatches = None, None, [], []
-        decision, details, used, replaced = {"outcome": "deny", "reasons": ["unknown_base"]}, [], [], []
+        decision, details, used = {"outcome": "deny", "reasons": ["unknown_base"]}, [], []
     else:
-        commit, fobj, base_map, trunk_map = prepared
-        facts, syntax = facts_json(fobj), list(fobj.syntax_errors)
-        mismatches = compare_claim(claim, fobj)
-        decision, details, used, replaced = decide_proposal(rs, me, facts, claim, base, base_map, trunk_map, now, mismatches)
+        commit, facts, syntax, mismatches = prepared.commit, prepared.facts, prepared.syntax_errors, prepared.mismatches
+        decision, details, used = decide_proposal(rs, me, facts, base, prepared.base_map, prepared.trunk_map,
+                                                  now, mismatches)
     cid = change or new_change_id()
     if change is not None:
         old = rs.changes.get(change)
@@ -345,13 +355,12 @@ async def preview(call: Call) -> dict:
     prepared = await prepare(call, rs, base, files, "preview", call.auth.agent)
     if prepared is None:
         raise LoncaError("not_found", f"no commit {base} in this repository")
-    _commit, fobj, _bm, _tm = prepared
-    facts = facts_json(fobj)
+    facts = prepared.facts
     needs = needed(facts, rs)
     missing, details, _used = lease_standing(rs, me, needs, d.now_ms())
     free = {x["symbol"] for x in details if x["code"] == "free"}
     no_lease = sorted(facts["unparsed_files"]) if rs.policy.unparsed_files == "optimistic" else []
-    return {"facts": facts, "syntax_errors": list(fobj.syntax_errors), "leases": details,
+    return {"facts": facts, "syntax_errors": prepared.syntax_errors, "leases": details,
             "acquire": [m for m in missing if m["symbol"] in free], "no_lease": no_lease, "advice": advice(details)}
 
 
