@@ -134,7 +134,9 @@ class LogWriter:
             except Exception as e:
                 for fut, _ in answers:
                     fut.set_exception(LoncaError("internal", f"the log could not be written ({type(e).__name__}); nothing was logged"))
-                self.on_failure()  # the state is the durable log's again
+                # the state is the durable log's again: replayed on the database thread, so the
+                # event loop goes on answering meanwhile (the new state is swapped in at the end)
+                await loop.run_in_executor(self._db, self.on_failure)
                 self._durable = self._applied
                 continue
             self._durable = self._applied
