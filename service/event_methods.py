@@ -1,5 +1,4 @@
 """What sessions tell each other and learn: events, inbox, negotiate, cap.attenuate."""
-import heapq
 import re
 import secrets
 
@@ -171,10 +170,9 @@ def _apply_attenuate(st: State, rs: RepoState, entry: dict, op: dict, outcome: s
     if outcome != "allow":
         return
     parent = rs.sessions[op["parent"]]
-    rs.sessions[op["child"]] = SessionRec(id=op["child"], agent=op["agent"], model=parent.model, task=parent.task,
-                                          scope=op["scope"], created_ms=entry["time_ms"], expires_ms=op["expires_ms"],
-                                          started_by=parent.started_by, parent=parent.id)
-    heapq.heappush(rs._expiries, (op["expires_ms"], "session", op["child"]))
+    rs.add_session(SessionRec(id=op["child"], agent=op["agent"], model=parent.model, task=parent.task,
+                              scope=op["scope"], created_ms=entry["time_ms"], expires_ms=op["expires_ms"],
+                              parent=parent.id))
     for sid in op.get("leases", []):
         s = rs.sets.get(sid)
         if s:

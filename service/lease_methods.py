@@ -152,7 +152,7 @@ def _apply_acquire(st: State, rs: RepoState, entry: dict, op: dict, outcome: str
         existing.items = existing.items + [i for i in op["items"] if i not in existing.items]
         existing.expires_ms = t + op["ttl_ms"]
         rs.index.add(existing)
-        rs.add_set(existing)
+        rs.schedule_expiry(existing)
     else:
         rs.add_set(LeaseSet(id=op["set"], session=me, owner=me, items=op["items"], intent=op["intent"],
                             acquired_ms=t, expires_ms=t + op["ttl_ms"]))
@@ -161,7 +161,7 @@ def _apply_acquire(st: State, rs: RepoState, entry: dict, op: dict, outcome: str
     rs.interests = [i for i in rs.interests if not (i.session == me and any(items_conflict(a, b) for a in i.items for b in got))]
 
 
-def _own_set(rs: RepoState, me: str, set_id: str, now: int) -> tuple[LeaseSet | None, list[str]]:
+def _own_set(rs: RepoState, me: str, set_id: str) -> tuple[LeaseSet | None, list[str]]:
     s = rs.sets.get(set_id)
     if s is None:
         return None, ["unknown_lease_set"]
@@ -178,7 +178,7 @@ async def release(call: Call) -> dict:
     d.rate.check(rs, me, d.now_ms())
 
     def decide() -> Draft:
-        _, reasons = _own_set(rs, me, set_id, d.now_ms())
+        _, reasons = _own_set(rs, me, set_id)
         return Draft(actor=call.auth.actor, op={"op": "lease.release", "set": set_id},
                      decision=deny(*reasons) if reasons else allow(),
                      result=lambda e: {"set": set_id, "details": [], "advice": None})
@@ -205,7 +205,7 @@ async def renew(call: Call) -> dict:
 
     def decide() -> Draft:
         now = d.now_ms()
-        s, reasons = _own_set(rs, me, set_id, now)
+        s, reasons = _own_set(rs, me, set_id)
         if s and not reasons:
             if not s.items or not rs.set_live(s, now):
                 reasons.append("lease_expired")
@@ -224,7 +224,7 @@ def _apply_renew(st: State, rs: RepoState, entry: dict, op: dict, outcome: str) 
     s = rs.sets.get(op["set"])
     if outcome == "allow" and s:
         s.expires_ms = entry["time_ms"] + op["ttl_ms"]
-        rs.add_set(s)
+        rs.schedule_expiry(s)
 
 
 @method("lease.interest", "agent")

@@ -1,7 +1,6 @@
 """What humans decide: approve (with checks) and reject (with a reason) of a pending change,
 and the policy (human.prepare_policy, then a signed policy.update)."""
 import asyncio
-import re
 
 import pygit2
 
@@ -15,7 +14,6 @@ from .methods import Call, expect, method, params_of
 from .policy import PolicyError, parse
 from .state import RepoState, State, register
 
-CHECK_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 
 def decide_approve(call: Call, rs: RepoState, op: dict) -> Draft:

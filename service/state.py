@@ -20,13 +20,11 @@ class SessionRec:
     scope: dict
     created_ms: int
     expires_ms: int
-    started_by: str
     parent: str | None = None
     harness: str | None = None
     level: str = "unobserved"
     taint: str | None = None
     ended: bool = False
-    end_reason: str | None = None
     last_seen_ms: int | None = None
     verification_ms: int = 0
     unproposed: dict | None = None
@@ -137,10 +135,18 @@ class RepoState:
                         out.append((s, held, want, pinned))
         return out
 
+    def add_session(self, rec: SessionRec) -> None:
+        self.sessions[rec.id] = rec
+        heapq.heappush(self._expiries, (rec.expires_ms, "session", rec.id))
+
     def add_set(self, s: LeaseSet) -> None:
         self.sets[s.id] = s
         self.index.add(s)
         self.sets_by_session.setdefault(s.session, set()).add(s.id)
+        self.schedule_expiry(s)
+
+    def schedule_expiry(self, s: LeaseSet) -> None:
+        """After a new `expires_ms`: the entry that finds the set run out drops it."""
         heapq.heappush(self._expiries, (s.expires_ms, "set", s.id))
 
     def drop_set(self, s: LeaseSet, keep_pinned: bool = True) -> None:
@@ -293,11 +299,10 @@ def _reserve(rs: RepoState, t: int) -> None:
 def _session_start(st: State, rs: RepoState, entry: dict, op: dict, outcome: str) -> None:
     if outcome != "allow":
         return
-    rs.sessions[op["session"]] = SessionRec(
+    rs.add_session(SessionRec(
         id=op["session"], agent=op["agent"], model=op.get("model"), task=op.get("task"),
         scope=op["scope"], created_ms=entry["time_ms"], expires_ms=op["expires_ms"],
-        started_by=entry["actor"].get("name", ""), harness=op.get("harness"))
-    heapq.heappush(rs._expiries, (op["expires_ms"], "session", op["session"]))
+        harness=op.get("harness")))
 
 
 def _observe(st: State, rs: RepoState, entry: dict, op: dict, outcome: str) -> None:
@@ -311,7 +316,6 @@ def _session_end(st: State, rs: RepoState, entry: dict, op: dict, outcome: str) 
     rec = rs.sessions.get(op["session"])
     if rec and outcome == "allow":
         rec.ended = True
-        rec.end_reason = op.get("reason")
         if "unproposed" in op:
             rec.unproposed = {**op["unproposed"], "rounds": 1, "seen_ms": entry["time_ms"]}
         _end_session_sets(rs, rec.id, entry["time_ms"])

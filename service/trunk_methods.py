@@ -76,10 +76,11 @@ async def trunk_merge(call: Call) -> dict:
         base_map = d.tree_maps.get(store, base)
         local = build_commit(store, base, files, "lonca sync", call.auth.agent or "agent", d.now_ms(), base_map)[0] if files else base
         base_tree, trunk_tree = store[base].peel(pygit2.Commit).tree_id, store[trunk].peel(pygit2.Commit).tree_id
-        updated = sorted({x.new_file.path for x in store.diff(base_tree, trunk_tree).deltas}
-                         | {x.old_file.path for x in store.diff(base_tree, trunk_tree).deltas})
+        deltas = store.diff(base_tree, trunk_tree).deltas
+        updated = sorted({x.new_file.path for x in deltas} | {x.old_file.path for x in deltas})
         result = merge_trees(store, base, trunk, local, d.symbols)
         conflicts = []
+        before = d.tree_maps.get(store, trunk)
         if result.tree is None:
             # Merge again with the conflicted files left as trunk has them: everything else merges.
             back = [{"path": path, "data": store[base_map[path].oid].data if path in base_map else None,
@@ -88,19 +89,19 @@ async def trunk_merge(call: Call) -> dict:
             local2 = build_commit(store, local, back, "lonca sync", "agent", d.now_ms(), d.tree_maps.get(store, local))[0]
             again = merge_trees(store, base, trunk, local2, d.symbols)
             merged_tree = again.tree
-            tmap = tree_map(store, store[trunk_tree])
             for path in result.conflicted_paths:
                 text = result.conflict_text(path, trunk[:12])
                 symbols = sorted(c for c in result.conflicts if c.split("#", 1)[0] == path)
                 conflicts.append({"path": path, "symbols": symbols,
                                   "content_b64": base64.b64encode(text).decode() if text is not None else None,
-                                  "trunk_b64": base64.b64encode(store[tmap[path].oid].data).decode() if path in tmap else None})
+                                  "trunk_b64": base64.b64encode(store[before[path].oid].data).decode() if path in before else None})
         else:
             merged_tree = result.tree
-        before, after = tree_map(store, store[trunk_tree]), tree_map(store, store[merged_tree])
+        after = tree_map(store, store[merged_tree])
+        conflicted = {c["path"] for c in conflicts}
         out_files = []
         for path in sorted(set(before) | set(after)):
-            if before.get(path) != after.get(path) and path not in {c["path"] for c in conflicts}:
+            if before.get(path) != after.get(path) and path not in conflicted:
                 entry = after.get(path)
                 out_files.append({"path": path, "content_b64": base64.b64encode(store[entry.oid].data).decode() if entry else None,
                                   "mode": mode_name(int(entry.mode, 8)) if entry else None})
