@@ -287,8 +287,7 @@ def _reserve(rs: RepoState, t: int) -> None:
                        for r in rs.reservations)
         if not reserved and not rs.holders(it.items, it.session, t):
             r = Reservation(session=it.session, items=it.items, until_ms=t + rs.policy.reservation_ms, intent=it.intent)
-            rs.reservations.append(r)
-            rs.event({"kind": "reserved", "items": it.items, "until_ms": r.until_ms}, it.session)
+            rs.reservations.append(r)   # its event is told from rs.reservations (session_events)
         else:
             keep.append(it)
     rs.interests = keep
