@@ -14,7 +14,7 @@ import lonca
 from lonca.client import Unreachable
 from lonca.lonis_blocks import EXIT_CODES, SCHEMA_VERSION, block, json_content_hash, message_data, render_human, tool_error
 from lonca.mcp_session import AgentSession
-from lonca.mcp_tools import BY_ID, TOOLS, Tool, ToolFailure, inbox_text, invoke
+from lonca.mcp_tools import BY_ID, TOOLS, Tool, ToolFailure, inbox_text, invoke, tool_failure
 from lonca.output import Usage
 from lonca.protocol import LoncaError
 
@@ -102,12 +102,8 @@ def cmd_call(args) -> int:
         try:
             session = AgentSession.open(Path(args.workspace) if args.workspace else Path.cwd())
             who = session.call("whoami")
-        except LoncaError as e:
-            raise ToolFailure(e.code, e.message) from None
-        except Usage as e:
-            raise ToolFailure("usage", str(e)) from None
-        except Unreachable:
-            raise ToolFailure("unreachable", "the Lonca daemon cannot be reached") from None
+        except (LoncaError, Usage, Unreachable) as e:
+            raise tool_failure(e) from None
         result = invoke(session, tool, given)
     except ToolFailure as f:
         return fail(args.mode, tool_error(f.code, f.message, {"code": f.code, **f.extra}))

@@ -210,19 +210,26 @@ def invoke(s: AgentSession, tool: Tool, args) -> dict:
         raise ToolFailure("session_inactive", SESSION_OVER)
     try:
         out = tool.run(s, given)
-    except LoncaError as e:
-        if e.code == "session_inactive":
+    except (LoncaError, Usage, Unreachable) as e:
+        if isinstance(e, LoncaError) and e.code == "session_inactive":
             s.over.set()
-            raise ToolFailure("session_inactive", SESSION_OVER) from None
-        raise ToolFailure(e.code, GENERIC.get(e.code, e.message)) from None
-    except Usage as e:
-        raise ToolFailure("usage", str(e)) from None
-    except Unreachable:
-        raise ToolFailure("unreachable", "the Lonca daemon cannot be reached") from None
+        raise tool_failure(e) from None
     if unknown:
         out = {**out, "warnings": [f"{tool.name} takes no argument {k}; it was ignored" for k in unknown],
                "expected": tool.schema}
     return out
+
+
+def tool_failure(e: LoncaError | Usage | Unreachable) -> ToolFailure:
+    """What a tool caller is told of an error: the daemon's code, with a generic message where
+    the daemon's may carry internals."""
+    if isinstance(e, LoncaError):
+        if e.code == "session_inactive":
+            return ToolFailure("session_inactive", SESSION_OVER)
+        return ToolFailure(e.code, GENERIC.get(e.code, e.message))
+    if isinstance(e, Usage):
+        return ToolFailure("usage", str(e))
+    return ToolFailure("unreachable", "the Lonca daemon cannot be reached")
 
 
 def inbox_text(s: AgentSession) -> str | None:
