@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 from lonca import humankeys
+from lonca.protocol import session_start_op
 
 
 class BenchWorker:
@@ -54,9 +55,8 @@ class BenchWorker:
         tokens = []
         with self.client() as c:
             for i in range(n):
-                op = {"op": "session.start", "session": f"s{i}-{secrets.token_hex(3)}", "agent": f"agent{i}", "model": None,
-                      "task": "bench", "expires_ms": int(time.time() * 1000) + 3_600_000,
-                      "scope": {"paths": ["**"], "symbols": None, "ops": [], "max_files": None, "max_lines": None, "scratch": []}}
+                op = session_start_op(f"s{i}-{secrets.token_hex(3)}", f"agent{i}", int(time.time() * 1000) + 3_600_000,
+                                      task="bench")
                 tokens.append(c.call("human.submit", {"op": op, "sig": self.key.sign_op(repo, op)}, repo=repo, token=self.htoken)["token"])
         return tokens
 

@@ -9,14 +9,12 @@ from starlette.responses import JSONResponse, RedirectResponse
 
 from lonca import webauthn
 from lonca.client import Unreachable
-from lonca.protocol import LoncaError
+from lonca.protocol import LoncaError, now_ms, session_start_op
 
 from . import ceremonies
-from .browser_sessions import now_ms
 from .guard import NotLoggedIn, call, describe, guard
 
 NAME_RE = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
-SCOPE = {"symbols": None, "ops": [], "max_files": None, "max_lines": None, "scratch": []}
 
 
 class Refusal(Exception):
@@ -146,9 +144,8 @@ async def _op_session(body, request, repo):
     if not 1 <= hours <= 168:
         raise Refusal("a session lasts 1 to 168 hours")
     paths = [p.strip() for p in str(body.get("paths") or "**").split(",") if p.strip()] or ["**"]
-    op = {"op": "session.start", "session": f"{agent}-{secrets.token_hex(4)}", "agent": agent, "model": None,
-          "task": str(body.get("task") or "").strip() or None, "expires_ms": now_ms() + hours * 3600_000,
-          "scope": {"paths": paths, **SCOPE}}
+    op = session_start_op(f"{agent}-{secrets.token_hex(4)}", agent, now_ms() + hours * 3600_000, paths,
+                          task=str(body.get("task") or "").strip() or None)
     return op, f"start a session for {agent} on {', '.join(paths)} for {hours} h"
 
 

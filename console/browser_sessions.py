@@ -2,9 +2,10 @@
 A session holds the human's worker token (never sent to the browser), the CSRF token, and the
 signing ceremonies it has begun."""
 import secrets
-import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
+
+from lonca.protocol import now_ms
 
 from .settings import Settings
 
@@ -13,9 +14,6 @@ IDLE_MS = 12 * 3600_000
 MAX_SESSIONS = 10_000
 MAX_CEREMONIES = 32
 
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 @dataclass

@@ -9,8 +9,9 @@ from webauthn.helpers.structs import (AuthenticatorSelectionCriteria, ResidentKe
                                       UserVerificationRequirement)
 
 from lonca import humansig, webauthn
+from lonca.protocol import now_ms
 
-from .browser_sessions import Ceremony, now_ms
+from .browser_sessions import Ceremony
 from .settings import Settings
 
 TIMEOUT_MS = 120_000

@@ -5,8 +5,8 @@ import secrets
 from dataclasses import dataclass
 
 from lonca.canonical import sha256_hex
+from lonca.protocol import now_ms
 
-from .browser_sessions import now_ms
 
 KEPT = 100
 LIFETIME_MS = 24 * 3600_000

@@ -7,11 +7,10 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
 from lonca.client import Unreachable
-from lonca.protocol import LoncaError
+from lonca.protocol import LoncaError, now_ms
 
 from . import views
 from .actions import serves_repositories
-from .browser_sessions import now_ms
 from .guard import NotLoggedIn, call, describe, session_of
 
 QUEUE_COLUMNS = ("queued", "verifying", "integrated", "conflicted", "failed")

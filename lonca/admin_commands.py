@@ -11,13 +11,10 @@ from typing import Iterator
 from lonca import humankeys, paths
 from lonca.audit import verify_entries
 from lonca.canonical import canonical
-from lonca.client import Client, Unreachable, checked_ping
+from lonca.client import DAEMON_TOML, Client, Unreachable, checked_ping
 from lonca.output import OK, REFUSED, Usage, decision_exit, emit_json, paint
-from lonca.protocol import LOGIN_TTL_DEFAULT_MS, LoncaError, actor_label
+from lonca.protocol import LOGIN_TTL_DEFAULT_MS, LoncaError, actor_label, now_ms
 
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 def register(sub) -> None:
@@ -123,10 +120,7 @@ def login(client: Client, name: str, repo: str | None = None, ttl_ms: int = LOGI
 def human_token(client: Client, name: str) -> str:
     """The saved session's token, logging in first when there is none usable."""
     token = humankeys.read_session(name, now_ms())
-    if token is None:
-        login(client, name)
-        token = humankeys.read_session(name, now_ms())
-    return token
+    return token if token is not None else login(client, name)["token"]
 
 
 def human_call(client: Client, name: str, method: str, params: dict | None = None, repo: str | None = None):
@@ -136,8 +130,7 @@ def human_call(client: Client, name: str, method: str, params: dict | None = Non
     except LoncaError as e:
         if e.code not in ("unauthenticated", "forbidden"):
             raise
-        login(client, name)
-        return client.call(method, params, repo=repo, token=humankeys.read_session(name, now_ms()))
+        return client.call(method, params, repo=repo, token=login(client, name)["token"])
 
 
 def pick_repo(client: Client, name: str, repo: str | None) -> str:
@@ -323,9 +316,9 @@ def _check(name, level, detail, hint=None) -> dict:
 def doctor_checks(name: str) -> tuple[str | None, list[dict]]:
     checks = []
     sock = paths.socket_path()
-    checks.append(_check("mode", "pass", "cooperative: the daemon runs as your user (no /etc/lonca/daemon.toml)")
-                  if not os.path.exists("/etc/lonca/daemon.toml") else _check("mode", "pass", "hardened: /etc/lonca/daemon.toml names the daemon"))
-    mode = "cooperative" if not os.path.exists("/etc/lonca/daemon.toml") else "hardened"
+    mode = "hardened" if DAEMON_TOML.exists() else "cooperative"
+    checks.append(_check("mode", "pass", f"hardened: {DAEMON_TOML} names the daemon" if mode == "hardened"
+                         else f"cooperative: the daemon runs as your user (no {DAEMON_TOML})"))
     client = Client(timeout=10)
     try:
         client.connect()

@@ -3,12 +3,11 @@ anything is sent (seed 001, "Verifying the daemon"), one request at a time per c
 same typed errors. A long poll (`log` with `wait_ms`) holds a socket, not a thread."""
 import asyncio
 import itertools
-import socket
-import struct
 from pathlib import Path
 
 from lonca import paths
-from lonca.client import Unreachable, expected_uid, parse_response, request_line, result_of, verify_socket
+from lonca.client import (Unreachable, check_peer, expected_uid, parse_response, request_line, result_of,
+                          verify_socket)
 from lonca.protocol import BIG_LINE_MAX
 
 
@@ -28,11 +27,11 @@ class AsyncClient:
             reader, writer = await asyncio.open_unix_connection(str(self.path), limit=BIG_LINE_MAX + 1024)
         except OSError as e:
             raise Unreachable(f"cannot connect to {self.path}: {e.strerror or e}") from None
-        sock = writer.get_extra_info("socket")
-        _pid, peer_uid, _gid = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
-        if peer_uid != uid:
+        try:
+            check_peer(writer.get_extra_info("socket"), uid, self.path)
+        except Unreachable:
             writer.close()
-            raise Unreachable(f"the process behind {self.path} runs as uid {peer_uid}, not {uid}; refusing it")
+            raise
         self._reader, self._writer = reader, writer
 
     def close(self) -> None:
@@ -41,14 +40,14 @@ class AsyncClient:
         self._reader = self._writer = None
 
     async def call(self, method: str, params: dict | None = None, *, repo: str | None = None,
-                   token: str | None = None, timeout: float | None = None):
+                   token: str | None = None):
         async with self._lock:
             if self._writer is None:
                 await self.connect()
             try:
                 self._writer.write(request_line(next(self._ids), method, params, repo, token))
                 await self._writer.drain()
-                line = await asyncio.wait_for(self._reader.readline(), timeout or self.timeout)
+                line = await asyncio.wait_for(self._reader.readline(), self.timeout)
             except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, ValueError) as e:
                 self.close()
                 raise Unreachable(f"the daemon connection failed: {type(e).__name__}") from None
@@ -68,7 +67,6 @@ class ClientPool:
     """A few connections shared by the console's requests; each call takes a free one."""
 
     def __init__(self, path: Path | None = None, size: int = 8):
-        self.path = path
         self._free: asyncio.Queue[AsyncClient] = asyncio.Queue()
         for _ in range(size):
             self._free.put_nowait(AsyncClient(path))

@@ -79,6 +79,13 @@ def result_of(resp: dict):
     raise LoncaError(err.get("code", "internal"), err.get("message", ""))
 
 
+def check_peer(sock: socket.socket, uid: int, path) -> None:
+    """The process at the other end of the socket runs as `uid` (SO_PEERCRED), or Unreachable."""
+    _pid, peer_uid, _gid = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
+    if peer_uid != uid:
+        raise Unreachable(f"the process behind {path} runs as uid {peer_uid}, not {uid}; refusing it")
+
+
 class Client:
     def __init__(self, path: Path | None = None, timeout: float | None = 60.0):
         self.path = Path(path) if path else paths.socket_path()
@@ -97,10 +104,11 @@ class Client:
         except OSError as e:
             s.close()
             raise Unreachable(f"cannot connect to {self.path}: {e.strerror or e}") from None
-        _pid, peer_uid, _gid = struct.unpack("3i", s.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
-        if peer_uid != uid:
+        try:
+            check_peer(s, uid, self.path)
+        except Unreachable:
             s.close()
-            raise Unreachable(f"the process behind {self.path} runs as uid {peer_uid}, not {uid}; refusing it")
+            raise
         self._sock = s
         return self
 

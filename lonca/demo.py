@@ -11,7 +11,7 @@ from pathlib import Path
 
 from lonca import humankeys
 from lonca.client import Client, Unreachable
-from lonca.protocol import LoncaError, claim_from_facts
+from lonca.protocol import LOGIN_TTL_DEFAULT_MS, LoncaError, claim_from_facts, now_ms, session_start_op
 
 REPO = "demo"
 AGENTS = (("ada", "tidy the billing module"), ("bo", "add tests for the client"), ("cem", "document the install"))
@@ -22,10 +22,6 @@ FILES = {
 }
 BEAT_S = 5.0
 EDIT_S = 15.0  # ada proposes another edit this often, so the queue keeps moving
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 def _git_source() -> Path:
@@ -55,7 +51,8 @@ class Demo:
         self._thread.join(10)
 
     def _login(self, c: Client) -> str:
-        return c.call("human.login", {"sig": self.key.sign_login(None, 3_600_000), "ttl_ms": 3_600_000})["token"]
+        return c.call("human.login", {"sig": self.key.sign_login(None, LOGIN_TTL_DEFAULT_MS),
+                                      "ttl_ms": LOGIN_TTL_DEFAULT_MS})["token"]
 
     def _setup(self, c: Client) -> str | None:
         try:
@@ -77,9 +74,8 @@ class Demo:
     def _start_agents(self, c: Client, token: str) -> list[str]:
         tokens = []
         for agent, task in AGENTS:
-            op = {"op": "session.start", "session": f"{agent}-{now_ms() % 100000}", "agent": agent, "model": "demo",
-                  "task": task, "expires_ms": now_ms() + 8 * 3600_000,
-                  "scope": {"paths": ["**"], "symbols": None, "ops": [], "max_files": None, "max_lines": None, "scratch": []}}
+            op = session_start_op(f"{agent}-{now_ms() % 100000}", agent, now_ms() + 8 * 3600_000,
+                                  model="demo", task=task)
             tokens.append(self._submit(c, token, op)["token"])
         return tokens
 

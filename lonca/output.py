@@ -12,12 +12,12 @@ class Usage(Exception):
     """Everything that never reached the daemon: exit 3."""
 
 
-def colour_on(stream=sys.stdout) -> bool:
-    return stream.isatty() and "NO_COLOR" not in os.environ and os.environ.get("TERM") != "dumb"
+def colour_on() -> bool:
+    return sys.stdout.isatty() and "NO_COLOR" not in os.environ and os.environ.get("TERM") != "dumb"
 
 
-def paint(text: str, code: str, stream=sys.stdout) -> str:
-    return f"\x1b[{code}m{text}\x1b[0m" if colour_on(stream) else text
+def paint(text: str, code: str) -> str:
+    return f"\x1b[{code}m{text}\x1b[0m" if colour_on() else text
 
 
 def emit_json(value, pretty: bool = False) -> None:

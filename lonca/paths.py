@@ -8,11 +8,7 @@ def lonca_home() -> Path:
 
 
 def socket_path() -> Path:
-    if os.environ.get("LONCA_SOCKET"):
-        return Path(os.environ["LONCA_SOCKET"])
-    if os.environ.get("LONCA_HOME"):
-        return Path(os.environ["LONCA_HOME"]) / "lonca.sock"
-    return Path.home() / ".lonca" / "lonca.sock"
+    return Path(os.environ.get("LONCA_SOCKET") or lonca_home() / "lonca.sock")
 
 
 def humans_dir() -> Path:

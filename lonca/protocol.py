@@ -1,4 +1,5 @@
 """Protocol constants every client and the worker share (seed 001, "Wire format", "Error codes")."""
+import time
 
 PROTOCOL = 1
 LOG_FORMAT = 28
@@ -11,8 +12,6 @@ BIG_METHODS = frozenset({
     "lease.acquire", "lease.interest", "change.propose", "facts.preview", "session.end",
     "hook.event", "hook.input", "hook.stop",
 })
-
-TRANSIENT_CODES = frozenset({"rate_limited", "busy", "closed"})
 
 AGENT_TOKEN_PREFIX = "lonca_"
 HUMAN_TOKEN_PREFIX = "lonca_h_"
@@ -47,10 +46,6 @@ class LoncaError(Exception):
         self.code = code
         self.message = message
 
-    @property
-    def is_transient(self) -> bool:
-        return self.code in TRANSIENT_CODES
-
     def to_json(self) -> dict:
         return {"code": self.code, "message": self.message}
 
@@ -58,3 +53,17 @@ class LoncaError(Exception):
 def claim_from_facts(facts: dict, intent: str) -> dict:
     """The claim that says what `facts` (of facts.preview) say."""
     return {"intent": intent, **{k: facts[k] for k in CLAIM_FIELDS}}
+
+
+def session_start_op(session: str, agent: str, expires_ms: int, paths: list[str] | None = None,
+                     model: str | None = None, task: str | None = None, scratch: list[str] | None = None) -> dict:
+    """A session.start op (seed 001, "session.start"), its scope limited to `paths` (all by default)."""
+    return {"op": "session.start", "session": session, "agent": agent, "model": model, "task": task,
+            "expires_ms": expires_ms,
+            "scope": {"paths": paths or ["**"], "symbols": None, "ops": [], "max_files": None, "max_lines": None,
+                      "scratch": scratch or []}}
+
+
+def now_ms() -> int:
+    """The protocol's clock: milliseconds since the epoch, as every *_ms field counts them."""
+    return int(time.time() * 1000)

@@ -3,13 +3,13 @@ create, sync, propose, lease acquire / release / renew / interest, events, pendi
 reject. Each takes --json and then prints one JSON value of the seed's shape on stdout."""
 import secrets
 import sys
-import time
 from pathlib import Path
 
 from lonca import workspace as wsp
 from lonca.admin_commands import human_call, human_name, human_token, need_key, pick_repo
 from lonca.client import Client
 from lonca.output import OK, Usage, decision_exit, emit_json, paint
+from lonca.protocol import now_ms, session_start_op
 
 
 def register(sub) -> None:
@@ -114,15 +114,14 @@ def cmd_session_start(args) -> int:
     name = human_name(args)
     key = need_key(name)
     sid = f"s-{secrets.token_hex(6)}"
-    scope = {"paths": args.paths, "symbols": None, "ops": [], "max_files": None, "max_lines": None,
-             "scratch": [str(Path(d).resolve()) for d in args.scratch]}
     with Client() as c:
         repo = pick_repo(c, name, args.repo)
         dest = Path(args.dir or f"{repo}-{sid}")
         if dest.exists() and any(dest.iterdir()):
             raise Usage(f"{dest} exists and is not empty")
-        op = {"op": "session.start", "session": sid, "agent": args.agent, "model": args.model, "task": args.task,
-              "scope": scope, "expires_ms": int(time.time() * 1000) + args.ttl_minutes * 60_000}
+        op = session_start_op(sid, args.agent, now_ms() + args.ttl_minutes * 60_000, args.paths, args.model,
+                              args.task, [str(Path(d).resolve()) for d in args.scratch])
+        scope = op["scope"]
         res = human_call(c, name, "human.submit", {"op": op, "sig": key.sign_op(repo, op)}, repo=repo)
         ws = wsp.create(c, repo, res["token"], dest, sid)
         wsp.write_token(ws.root, res["token"], op["expires_ms"])

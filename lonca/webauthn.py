@@ -37,12 +37,6 @@ class Refused(Exception):
         self.message = message
 
 
-@dataclass(frozen=True)
-class Assertion:
-    sign_count: int
-    user_verified: bool
-
-
 def challenge(message: bytes) -> bytes:
     return hashlib.sha256(message).digest()
 
@@ -72,7 +66,7 @@ def sign_count(sig_hex: str) -> int | None:
         return None
 
 
-def check(key: dict, message: bytes, sig_hex: str, *, require_uv: bool = False) -> Assertion:
+def check(key: dict, message: bytes, sig_hex: str, *, require_uv: bool = False) -> None:
     """Check an assertion over `message` with an enrolled key; raises Refused saying why not."""
     try:
         cred = credential(key)
@@ -104,7 +98,6 @@ def check(key: dict, message: bytes, sig_hex: str, *, require_uv: bool = False) 
                          data=auth_data_bytes + hashlib.sha256(client_data_bytes).digest())
     except (InvalidSignature, ValueError, KeyError, TypeError):
         raise Refused("bad_human_signature", "the assertion's signature does not verify with the enrolled credential") from None
-    return Assertion(sign_count=auth_data.sign_count, user_verified=auth_data.flags.uv)
 
 
 def verify(key: dict, message: bytes, sig_hex: str) -> bool:

@@ -27,9 +27,9 @@ MARKERS = (b"<<<<<<< local", b"=======", b">>>>>>> trunk")
 EXCLUDES = "/.lonca/\n*.trunk\n"
 
 
-def git(root: Path, *args: str, input: bytes | None = None) -> bytes:
+def git(root: Path, *args: str) -> bytes:
     try:
-        res = subprocess.run(["git", "-C", str(root), *args], capture_output=True, timeout=GIT_TIMEOUT_S, input=input)
+        res = subprocess.run(["git", "-C", str(root), *args], capture_output=True, timeout=GIT_TIMEOUT_S)
     except FileNotFoundError:
         raise Usage("git is not installed; workspaces are git checkouts") from None
     except subprocess.TimeoutExpired:
@@ -162,7 +162,8 @@ def local_changes(ws: Workspace) -> list[dict]:
     return out
 
 
-def with_markers(ws: Workspace, files: list[dict]) -> list[str]:
+def with_markers(files: list[dict]) -> list[str]:
+    """Paths of the files that still hold conflict markers of a sync."""
     bad = []
     for f in files:
         if f["content_b64"] and f["mode"] != "symlink":
@@ -177,7 +178,7 @@ def proposal_files(ws: Workspace) -> list[dict]:
     files = local_changes(ws)
     if not files:
         raise Usage("no local changes to propose")
-    marked = with_markers(ws, files)
+    marked = with_markers(files)
     if marked:
         raise Usage(f"conflict markers stand in {', '.join(marked)}; resolve them (sync shows them) before proposing")
     return files
@@ -233,14 +234,17 @@ def sync(ws: Workspace, client: Client) -> dict:
     backup = ws.root / ".lonca" / "sync-backup.json"
     backup.write_text(json.dumps(files))
     git(ws.root, "reset", "-q", "--hard", m["trunk"])
+    merged = {x["path"] for x in m["files"]}
+    local = {f["path"]: f for f in files}
     for f in files:  # local additions git does not track: trunk's files replace them below
-        if f["content_b64"] is not None and (ws.root / f["path"]).exists() and f["path"] not in {x["path"] for x in m["files"]}:
+        if f["content_b64"] is not None and (ws.root / f["path"]).exists() and f["path"] not in merged:
             (ws.root / f["path"]).unlink()
     _write_files(ws.root, m["files"])
     conflicts = []
     for c in m["conflicts"]:
-        _write_files(ws.root, [{"path": c["path"], "content_b64": c["content_b64"] or next(
-            (f["content_b64"] for f in files if f["path"] == c["path"]), None), "mode": None}])
+        mine = local.get(c["path"])
+        _write_files(ws.root, [{"path": c["path"], "mode": None,
+                                "content_b64": c["content_b64"] or (mine["content_b64"] if mine else None)}])
         copy = None
         if c["trunk_b64"] is not None:
             copy = c["path"] + ".trunk"

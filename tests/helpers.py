@@ -1,13 +1,9 @@
 """Small helpers the integration tests share: a human with a file key, a repository, a session."""
 import secrets
-import time
 
 from lonca import humankeys
-from lonca.protocol import LoncaError, claim_from_facts
+from lonca.protocol import LoncaError, claim_from_facts, now_ms, session_start_op
 
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 def human_key(name: str = "alice") -> humankeys.HumanKey:
@@ -32,10 +28,8 @@ def login(client, key, repo: str | None = None, ttl_ms: int = 3_600_000) -> str:
 
 
 def session_op(agent: str = "agent-1", ttl_ms: int = 3_600_000, **extra) -> dict:
-    return {"op": "session.start", "session": "s-" + secrets.token_hex(6), "agent": agent, "model": "test-model",
-            "task": "test task", "expires_ms": now_ms() + ttl_ms,
-            "scope": {"paths": ["**"], "symbols": None, "ops": [], "max_files": None, "max_lines": None, "scratch": []},
-            **extra}
+    return {**session_start_op("s-" + secrets.token_hex(6), agent, now_ms() + ttl_ms, model="test-model",
+                               task="test task"), **extra}
 
 
 def start_session(client, key, htoken: str, repo: str = "demo", **extra) -> dict:
