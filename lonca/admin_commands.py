@@ -12,62 +12,39 @@ from lonca import humankeys, paths
 from lonca.audit import verify_entries
 from lonca.canonical import canonical
 from lonca.client import DAEMON_TOML, Client, Unreachable, checked_ping
-from lonca.output import OK, REFUSED, Usage, decision_exit, emit_json, paint
+from lonca.output import OK, REFUSED, Usage, command, decision_exit, emit_json, paint
 from lonca.protocol import LOGIN_TTL_DEFAULT_MS, LoncaError, actor_label, now_ms
 
 
 
 def register(sub) -> None:
-    d = sub.add_parser("daemon", help="run the worker in the foreground")
-    d.set_defaults(run=cmd_daemon)
+    sub.add_parser("daemon", help="run the worker in the foreground").set_defaults(run=cmd_daemon)
 
-    i = sub.add_parser("init", help="create a repository (empty, or imported from a git branch)")
+    i = command(sub, "init", "create a repository (empty, or imported from a git branch)", cmd_init, human=True)
     i.add_argument("repo")
     i.add_argument("--import", dest="import_from", metavar="PATH")
     i.add_argument("--branch")
-    i.add_argument("--human", default=None, help="your human name (default: $LONCA_HUMAN or your login)")
     i.add_argument("--profile", choices=["cooperative", "hardened"])
-    i.add_argument("--json", action="store_true")
-    i.set_defaults(run=cmd_init)
 
     h = sub.add_parser("human", help="your human key and session").add_subparsers(dest="human_cmd", metavar="COMMAND")
-    hl = h.add_parser("login", help="open a human session with your file key")
-    hl.add_argument("--repo")
-    hl.add_argument("--human")
-    hl.add_argument("--ttl-ms", type=int, default=LOGIN_TTL_DEFAULT_MS)
-    hl.add_argument("--json", action="store_true")
-    hl.set_defaults(run=cmd_login)
-    hw = h.add_parser("whoami", help="your human name and public key (local)")
-    hw.add_argument("--human")
-    hw.add_argument("--json", action="store_true")
-    hw.set_defaults(run=cmd_whoami)
+    command(h, "login", "open a human session with your file key", cmd_login, repo=True) \
+        .add_argument("--ttl-ms", type=int, default=LOGIN_TTL_DEFAULT_MS)
+    command(h, "whoami", "your human name and public key (local)", cmd_whoami, human=True)
 
-    s = sub.add_parser("status", help="a repository's state")
-    s.add_argument("--repo")
-    s.add_argument("--human")
-    s.add_argument("--json", action="store_true")
-    s.set_defaults(run=cmd_status)
-
-    lg = sub.add_parser("log", help="a repository's log entries")
-    lg.add_argument("--repo")
-    lg.add_argument("--human")
+    command(sub, "status", "a repository's state", cmd_status, repo=True)
+    lg = command(sub, "log", "a repository's log entries", cmd_log, repo=True,
+                 json_help="one {entry, hash, sig} per line (the export format)")
     lg.add_argument("--from", dest="start", type=int, default=1)
     lg.add_argument("--follow", action="store_true", help="keep waiting for new entries")
-    lg.add_argument("--json", action="store_true", help="one {entry, hash, sig} per line (the export format)")
-    lg.set_defaults(run=cmd_log)
 
     a = sub.add_parser("audit", help="verify logs offline").add_subparsers(dest="audit_cmd", metavar="COMMAND")
-    av = a.add_parser("verify", help="check the chain, daemon and human signatures of a log, offline")
+    av = command(a, "verify", "check the chain, daemon and human signatures of a log, offline", cmd_audit_verify)
     av.add_argument("--repo", help="only this repository (default: every one in the database)")
     av.add_argument("--file", help="an exported log (lonca log --json) instead of the database")
     av.add_argument("--database", help="a database URL (default: LONCA_DATABASE_URL or $LONCA_HOME/lonca.db)")
-    av.add_argument("--json", action="store_true")
-    av.set_defaults(run=cmd_audit_verify)
 
-    dr = sub.add_parser("doctor", help="check the daemon, its socket, git, your key and each repository's log")
-    dr.add_argument("--human")
-    dr.add_argument("--json", action="store_true")
-    dr.set_defaults(run=cmd_doctor)
+    command(sub, "doctor", "check the daemon, its socket, git, your key and each repository's log", cmd_doctor,
+            human=True)
 
 
 # -- the worker ------------------------------------------------------------------------------

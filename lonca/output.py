@@ -35,3 +35,17 @@ def decision_exit(decision: dict | None) -> int:
         fail("denied", ", ".join(decision.get("reasons", [])) or "denied")
         return REFUSED
     return OK
+
+
+def command(group, name: str, help: str, run, *, repo: bool = False, human: bool = False,
+            json_help: str | None = None):
+    """A subcommand of `group` that runs `run` and answers in JSON with --json; `repo` and
+    `human` add the --repo and --human every command that acts for a human takes."""
+    p = group.add_parser(name, help=help)
+    if repo:
+        p.add_argument("--repo", help="the repository (default: your only one)")
+    if human or repo:
+        p.add_argument("--human", help="your human name (default: $LONCA_HUMAN or your login)")
+    p.add_argument("--json", action="store_true", help=json_help or "answer in JSON")
+    p.set_defaults(run=run)
+    return p

@@ -8,15 +8,13 @@ from pathlib import Path
 from lonca import workspace as wsp
 from lonca.admin_commands import human_call, human_name, human_token, need_key, pick_repo
 from lonca.client import Client
-from lonca.output import OK, Usage, decision_exit, emit_json, paint
+from lonca.output import OK, Usage, command, decision_exit, emit_json, paint
 from lonca.protocol import now_ms, session_start_op
 
 
 def register(sub) -> None:
     s = sub.add_parser("session", help="agent sessions and their workspaces").add_subparsers(dest="session_cmd", metavar="COMMAND")
-    st = s.add_parser("start", help="start an agent session (signed by you) in a new workspace")
-    st.add_argument("--repo")
-    st.add_argument("--human")
+    st = command(s, "start", "start an agent session (signed by you) in a new workspace", cmd_session_start, repo=True)
     st.add_argument("--agent", default="agent")
     st.add_argument("--model")
     st.add_argument("--task")
@@ -24,79 +22,45 @@ def register(sub) -> None:
     st.add_argument("--scratch", action="append", default=[], metavar="DIR")
     st.add_argument("--ttl-minutes", type=int, default=240)
     st.add_argument("--dir", help="the workspace folder (default: ./<repo>-<session>)")
-    st.add_argument("--json", action="store_true")
-    st.set_defaults(run=cmd_session_start)
-    for name, fn, text in (("end", cmd_session_end, "end the session of this workspace"),
-                           ("heartbeat", cmd_heartbeat, "tell the worker this session is alive")):
-        p = s.add_parser(name, help=text)
-        p.add_argument("--json", action="store_true")
-        p.set_defaults(run=fn)
+    command(s, "end", "end the session of this workspace", cmd_session_end)
+    command(s, "heartbeat", "tell the worker this session is alive", cmd_heartbeat)
 
     w = sub.add_parser("workspace", help="workspaces").add_subparsers(dest="workspace_cmd", metavar="COMMAND")
-    wc = w.add_parser("create", help="a git checkout of trunk (for reading; agents get one with session start)")
-    wc.add_argument("--repo")
-    wc.add_argument("--human")
-    wc.add_argument("--dir")
-    wc.add_argument("--json", action="store_true")
-    wc.set_defaults(run=cmd_workspace_create)
+    command(w, "create", "a git checkout of trunk (for reading; agents get one with session start)",
+            cmd_workspace_create, repo=True).add_argument("--dir")
 
-    sy = sub.add_parser("sync", help="bring trunk into this workspace with the symbol merge")
-    sy.add_argument("--json", action="store_true")
-    sy.set_defaults(run=cmd_sync)
-    pr = sub.add_parser("propose", help="propose this workspace's local changes")
-    pr.add_argument("--intent", "-m", default="", help="what the change does and why")
-    pr.add_argument("--json", action="store_true")
-    pr.set_defaults(run=cmd_propose)
+    command(sub, "sync", "bring trunk into this workspace with the symbol merge", cmd_sync)
+    command(sub, "propose", "propose this workspace's local changes", cmd_propose) \
+        .add_argument("--intent", "-m", default="", help="what the change does and why")
 
     lease = sub.add_parser("lease", help="leases on symbols").add_subparsers(dest="lease_cmd", metavar="COMMAND")
-    la = lease.add_parser("acquire", help="take a lease set on symbols")
+    la = command(lease, "acquire", "take a lease set on symbols", cmd_lease_acquire)
     la.add_argument("symbols", nargs="+")
     la.add_argument("--kind", choices=["edit", "insert", "rename", "shared"], default="edit")
     la.add_argument("--names", help="for insert: the bare names you add, comma-separated")
     la.add_argument("--intent", default="")
     la.add_argument("--ttl-ms", type=int, default=600_000)
     la.add_argument("--set")
-    la.add_argument("--json", action="store_true")
-    la.set_defaults(run=cmd_lease_acquire)
-    for name, fn in (("release", cmd_lease_release), ("renew", cmd_lease_renew)):
-        p = lease.add_parser(name, help=f"{name} a lease set")
-        p.add_argument("set")
-        if name == "renew":
-            p.add_argument("--ttl-ms", type=int)
-        p.add_argument("--json", action="store_true")
-        p.set_defaults(run=fn)
-    li = lease.add_parser("interest", help="say you wait for symbols someone holds")
+    command(lease, "release", "release a lease set", cmd_lease_release).add_argument("set")
+    rn = command(lease, "renew", "renew a lease set", cmd_lease_renew)
+    rn.add_argument("set")
+    rn.add_argument("--ttl-ms", type=int)
+    li = command(lease, "interest", "say you wait for symbols someone holds", cmd_lease_interest)
     li.add_argument("symbols", nargs="+")
     li.add_argument("--kind", choices=["edit", "insert", "rename", "shared"], default="edit")
     li.add_argument("--intent", default="")
-    li.add_argument("--json", action="store_true")
-    li.set_defaults(run=cmd_lease_interest)
 
-    ev = sub.add_parser("events", help="what happened to this session's changes and leases")
-    ev.add_argument("--from", dest="start", type=int)
-    ev.add_argument("--json", action="store_true")
-    ev.set_defaults(run=cmd_events)
+    command(sub, "events", "what happened to this session's changes and leases", cmd_events) \
+        .add_argument("--from", dest="start", type=int)
 
-    pe = sub.add_parser("pending", help="what waits for a human")
-    pe.add_argument("--repo")
-    pe.add_argument("--human")
-    pe.add_argument("--json", action="store_true")
-    pe.set_defaults(run=cmd_pending)
-    ap = sub.add_parser("approve", help="approve a pending operation (signed with your file key)")
+    command(sub, "pending", "what waits for a human", cmd_pending, repo=True)
+    ap = command(sub, "approve", "approve a pending operation (signed with your file key)", cmd_approve, repo=True)
     ap.add_argument("seq", type=int)
     ap.add_argument("--checks", help="named checks the change owes from now on, comma-separated")
     ap.add_argument("--note")
-    ap.add_argument("--repo")
-    ap.add_argument("--human")
-    ap.add_argument("--json", action="store_true")
-    ap.set_defaults(run=cmd_approve)
-    rj = sub.add_parser("reject", help="reject a pending operation (signed with your file key)")
+    rj = command(sub, "reject", "reject a pending operation (signed with your file key)", cmd_reject, repo=True)
     rj.add_argument("seq", type=int)
     rj.add_argument("--reason", required=True)
-    rj.add_argument("--repo")
-    rj.add_argument("--human")
-    rj.add_argument("--json", action="store_true")
-    rj.set_defaults(run=cmd_reject)
 
 
 def _logged(args, out: dict, text: str) -> int:
