@@ -232,7 +232,7 @@ def pins_of(used: list[tuple[str, dict]]) -> list[dict]:
     return [{"set": s, "items": items} for s, items in sorted(by_set.items())]
 
 
-@method("change.propose", "agent")
+@method("change.propose", "agent", writes=True)
 async def propose(call: Call) -> dict:
     p = params_of(call, {"change", "base", "files", "claim"}, {"base", "files"})
     d, rs, me = call.daemon, call.repo_state(), call.auth.session
@@ -364,7 +364,7 @@ async def preview(call: Call) -> dict:
             "acquire": [m for m in missing if m["symbol"] in free], "no_lease": no_lease, "advice": advice(details)}
 
 
-@method("change.withdraw", "agent")
+@method("change.withdraw", "agent", writes=True)
 async def withdraw(call: Call) -> dict:
     p = params_of(call, {"change"}, {"change"})
     d, rs, me = call.daemon, call.repo_state(), call.auth.session

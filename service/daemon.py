@@ -23,7 +23,7 @@ from .queue_runner import QueueRunner
 from .ratelimit import RateLimiter
 from .config import Config
 from .log import LogWriter
-from .methods import METHODS, WRITERS, Call
+from .methods import METHODS, Call
 from .server import Peer, SocketServer
 from .state import State
 from .symbol_warmer import SymbolWarmer
@@ -195,7 +195,7 @@ class Daemon:
             params = req.get("params", {})
             if not isinstance(params, dict):
                 raise LoncaError("invalid", "params is an object ({} when the method has none)")
-            if m.name not in WRITERS and self.log.dirty:
+            if not m.writes and self.log.dirty:
                 await self.log.settled()  # a reader answers from durable state only
             who, repo = auth.check(m.credential, m.name, req, self.tokens, self.state, self.now_ms())
             token = req.get("token")

@@ -65,7 +65,7 @@ async def inbox(call: Call) -> dict:
     return {"events": fresh, "text": inbox_text(fresh)}
 
 
-@method("negotiate", "agent")
+@method("negotiate", "agent", writes=True)
 async def negotiate(call: Call) -> dict:
     p = params_of(call, {"thread", "to_session", "message"}, {"thread", "to_session", "message"})
     d, rs, me = call.daemon, call.repo_state(), call.auth.session
@@ -124,7 +124,7 @@ def _apply_negotiate(st: State, rs: RepoState, entry: dict, op: dict, outcome: s
             rs.drop_set(s)
 
 
-@method("cap.attenuate", "agent")
+@method("cap.attenuate", "agent", writes=True)
 async def attenuate(call: Call) -> dict:
     p = params_of(call, {"agent", "scope", "expires_ms", "leases"}, {"agent", "scope", "expires_ms"})
     d, rs, me = call.daemon, call.repo_state(), call.auth.session

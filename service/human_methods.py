@@ -91,7 +91,7 @@ async def prepare_init(call: Call) -> dict:
     return {"op": op, "warnings": warnings, "large_files": large, "tree_bytes": tree_bytes, "profile": profile}
 
 
-@method("repo.init", "bootstrap")
+@method("repo.init", "bootstrap", writes=True)
 async def repo_init(call: Call) -> dict:
     p = params_of(call, {"op", "sig"}, {"op", "sig"})
     d = call.daemon
@@ -171,7 +171,7 @@ SUBMIT_OPS = {"session.start": decide_session_start, "approve": decide_approve, 
               "policy.update": decide_policy_update}
 
 
-@method("human.submit", "human")
+@method("human.submit", "human", writes=True)
 async def submit(call: Call) -> dict:
     p = params_of(call, {"op", "sig", "workspace"}, {"op", "sig"})
     d = call.daemon

@@ -102,7 +102,7 @@ def _ttl(value, rs: RepoState) -> int:
     return min(ttl, rs.policy.max_ttl_ms)
 
 
-@method("lease.acquire", "agent")
+@method("lease.acquire", "agent", writes=True)
 async def acquire(call: Call) -> dict:
     p = params_of(call, {"set", "items", "intent", "ttl_ms"}, {"items"})
     d, rs, me = call.daemon, call.repo_state(), call.auth.session
@@ -170,7 +170,7 @@ def _own_set(rs: RepoState, me: str, set_id: str) -> tuple[LeaseSet | None, list
     return s, []
 
 
-@method("lease.release", "agent")
+@method("lease.release", "agent", writes=True)
 async def release(call: Call) -> dict:
     p = params_of(call, {"set"}, {"set"})
     d, rs, me = call.daemon, call.repo_state(), call.auth.session
@@ -195,7 +195,7 @@ def _apply_release(st: State, rs: RepoState, entry: dict, op: dict, outcome: str
             rs.drop_set(s)
 
 
-@method("lease.renew", "agent")
+@method("lease.renew", "agent", writes=True)
 async def renew(call: Call) -> dict:
     p = params_of(call, {"set", "ttl_ms"}, {"set"})
     d, rs, me = call.daemon, call.repo_state(), call.auth.session
@@ -227,7 +227,7 @@ def _apply_renew(st: State, rs: RepoState, entry: dict, op: dict, outcome: str) 
         rs.schedule_expiry(s)
 
 
-@method("lease.interest", "agent")
+@method("lease.interest", "agent", writes=True)
 async def interest(call: Call) -> dict:
     p = params_of(call, {"items", "intent"}, {"items"})
     d, rs, me = call.daemon, call.repo_state(), call.auth.session

@@ -35,23 +35,19 @@ class Method:
     name: str
     credential: str
     fn: Callable[[Call], Awaitable[dict | list]]
+    # it appends to the log: its decision runs in the writer, in order, and it answers after the
+    # commit; every other method answers from durable state only (Daemon.handle)
+    writes: bool = False
 
 
 METHODS: dict[str, Method] = {}
 
-# Methods that append to the log: their decisions run in the writer, in order, and they answer
-# after the commit. Every other method answers from durable state only (Daemon.handle).
-WRITERS = frozenset({
-    "repo.init", "human.submit", "session.heartbeat", "session.end", "lease.acquire", "lease.release",
-    "lease.renew", "lease.interest", "change.propose", "change.withdraw", "negotiate", "cap.attenuate",
-})
 
-
-def method(name: str, credential: str):
+def method(name: str, credential: str, writes: bool = False):
     assert credential in CREDENTIALS, credential
 
     def register(fn):
-        METHODS[name] = Method(name, credential, fn)
+        METHODS[name] = Method(name, credential, fn, writes)
         return fn
     return register
 

@@ -75,7 +75,7 @@ def live_session(rs: RepoState, sid: str, now_ms: int) -> None:
         raise LoncaError("session_inactive", "the session has ended or expired; stop beating and start a new session")
 
 
-@method("session.heartbeat", "agent")
+@method("session.heartbeat", "agent", writes=True)
 async def heartbeat(call: Call) -> dict:
     params_of(call, set())
     d = call.daemon
@@ -95,7 +95,7 @@ async def heartbeat(call: Call) -> dict:
     return await d.log.append(rs.name, decide)
 
 
-@method("session.end", "agent")
+@method("session.end", "agent", writes=True)
 async def end(call: Call) -> dict:
     p = params_of(call, {"files"})
     files = expect(p.get("files"), list, "files", nullable=True)

@@ -1,4 +1,5 @@
 """The credentials table of docs/decisions.md ("Daemon authentication") equals the code's."""
+import inspect
 import re
 
 from conftest import ROOT
@@ -17,7 +18,8 @@ def test_table_equals_code():
     assert documented() == {name: m.credential for name, m in METHODS.items()}
 
 
-def test_writers_are_methods():
-    """Every writer named exists (a typo would leave a real writer waiting for durable state)."""
-    from lonca.service.methods import WRITERS
-    assert WRITERS <= set(METHODS)
+def test_writers_are_the_methods_that_append():
+    """A method that appends to the log is marked `writes`, and only those: a writer left
+    unmarked would wait for durable state behind its own entry."""
+    appends = {name for name, m in METHODS.items() if "log.append" in inspect.getsource(m.fn)}
+    assert appends == {name for name, m in METHODS.items() if m.writes} and len(appends) >= 12
