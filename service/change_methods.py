@@ -10,9 +10,9 @@ from lonca.symbols import SYMBOLS_ENGINE, compare_claim
 
 from . import scope as scopes
 from .change_build import build_commit, check_files, commit_exists, facts_of, is_change_id, new_change_id
-from .lease_methods import advice, deny
+from .lease_methods import advice
 from .lease_model import FILE, bare_name, covers, parent_of, split
-from .log import Draft
+from .log import Draft, allow, deny
 from .methods import Call, expect, method, params_of
 from .state import ChangeRec, PendingRec, RepoState, State, register
 
@@ -200,7 +200,7 @@ def decide_proposal(rs: RepoState, session: str, facts: dict, base: str, base_ma
     info_r += [f"affected_lease:{rs.sets[sid].session}:{sid}"
                for sid in sorted(_leases_on(rs, facts["affected"], session, now))]
     if deny_r:
-        return {"outcome": "deny", "reasons": list(dict.fromkeys(deny_r + esc_r + info_r))}, details, []
+        return deny(*deny_r, *esc_r, *info_r), details, []
     ws = rs.workspace_sessions(session)
     info_r += [f"replaces:{c}" for c in sorted(c.id for c in rs.changes.values()
                                                 if c.session in ws and c.status["status"] == "pending")]
@@ -256,7 +256,7 @@ def _decide_propose(call: Call, rs: RepoState, me: str, change: str | None, base
     now = d.now_ms()
     if prepared is None:
         commit, facts, syntax, mismatches = None, None, [], []
-        decision, details, used = {"outcome": "deny", "reasons": ["unknown_base"]}, [], []
+        decision, details, used = deny("unknown_base"), [], []
     else:
         commit, facts, syntax, mismatches = prepared.commit, prepared.facts, prepared.syntax_errors, prepared.mismatches
         decision, details, used = decide_proposal(rs, me, facts, base, prepared.base_map, prepared.trunk_map,
@@ -382,7 +382,7 @@ async def withdraw(call: Call) -> dict:
         elif rec.status["status"] not in ("pending", "queued"):
             reasons.append(f"not_in_queue:{rec.status['status']}")
         return Draft(actor=call.auth.actor, op={"op": "change.withdraw", "change": change},
-                     decision=deny(*reasons) if reasons else {"outcome": "allow", "reasons": []},
+                     decision=deny(*reasons) if reasons else allow(),
                      result=lambda e: {"change": change})
     return await d.log.append(rs.name, decide)
 
@@ -394,7 +394,7 @@ def _apply_withdraw(st: State, rs: RepoState, entry: dict, op: dict, outcome: st
 
 
 def change_json(rs: RepoState, rec: ChangeRec) -> dict:
-    runs = rs.policy.runs(rec.paths, bool(rec.facts.get("signature_changes")), rec.checks)
+    runs = rs.policy.runs(rec)
     return {"change": rec.id, "actor": rec.actor, "commit": rec.commit, "base": rec.base, "claim": rec.claim,
             "facts": rec.facts, "status": rec.status, "provenance": rec.provenance, "proposed_seq": rec.proposed_seq,
             "created_ms": rec.created_ms, "version": rec.version, "versions": rec.versions, "checks": rec.checks,

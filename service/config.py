@@ -40,6 +40,10 @@ class Config:
     def repos_dir(self) -> Path:
         return self.home / "repos"
 
+    def store_path(self, repo: str) -> Path:
+        """The bare git store of a repository."""
+        return self.repos_dir / f"{repo}.git"
+
     @property
     def key_path(self) -> Path:
         return self.home / "daemon.key"

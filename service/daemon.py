@@ -100,7 +100,7 @@ class Daemon:
     def _check_store(self, repo: str, state: State) -> None:
         """The store exists, and trunk's ref names what the last integration logged: a crash
         between the entry and the ref is repaired from the log, the truth."""
-        path = self.config.repos_dir / f"{repo}.git"
+        path = self.config.store_path(repo)
         if not path.exists():
             raise LoncaError("integrity", f"the git store of {repo} is missing at {path}")
         store = gitstore.open_store(path)
@@ -115,7 +115,7 @@ class Daemon:
 
     def policy_text(self, repo: str, commit_id: str) -> str | None:
         """lonca.toml of a commit in the repository's store, None when absent."""
-        path = self.config.repos_dir / f"{repo}.git"
+        path = self.config.store_path(repo)
         store = self.store(repo) if path.exists() else None
         if store is None:
             return None
@@ -138,7 +138,7 @@ class Daemon:
         """This thread's handle on the repository's store."""
         handles = self._stores.__dict__.setdefault("by_repo", {})
         if repo not in handles:
-            handles[repo] = gitstore.open_store(self.config.repos_dir / f"{repo}.git")
+            handles[repo] = gitstore.open_store(self.config.store_path(repo))
         return handles[repo]
 
     # -- the database outside the log -------------------------------------------------------
@@ -158,10 +158,12 @@ class Daemon:
         return await self.log.on_db(get)
 
     async def _sweep(self) -> None:
-        """Forget tokens of sessions that are over, a few seconds after they end."""
+        """Forget tokens of sessions that are over, a few seconds after they end, and spent nonces
+        of stale signatures."""
         while True:
             await asyncio.sleep(self.config.limits.token_sweep_s)
             now = self.now_ms()
+            self.state.forget_spent_nonces(now)
             gone = []
             for h, row in list(self.tokens.rows.items()):
                 rs = self.state.repo(row.repo) if row.kind == "agent" else None

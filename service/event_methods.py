@@ -6,9 +6,8 @@ from lonca.protocol import LoncaError
 
 from . import scope as scopes
 from .auth import new_agent_token, token_hash
-from .lease_methods import deny
 from .lease_model import split
-from .log import Draft, allow
+from .log import Draft, allow, deny
 from .methods import Call, expect, method, params_of
 from .session_methods import check_scope
 from .state import RepoState, SessionRec, State, register

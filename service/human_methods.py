@@ -105,7 +105,7 @@ async def repo_init(call: Call) -> dict:
     if call.auth and call.auth.human != op["human"]:
         raise LoncaError("forbidden", "the signer must be the human of this session")
     name = op["repo"]
-    target = d.config.repos_dir / f"{name}.git"
+    target = d.config.store_path(name)
 
     def decide() -> Draft:
         if d.state.repo(name):
@@ -139,13 +139,12 @@ async def login(call: Call) -> dict:
     now = d.now_ms()
     signatures.check_fresh(d.state, sig, now, "unauthenticated")
     presence.check_count(d.state.sign_counts, key, sig["sig"], "unauthenticated")
-    presence.record(d.state.sign_counts, key, sig["sig"])
-    d.state.nonces[sig["nonce"]] = sig["issued_ms"] + 11 * 60_000
+    nonce_until = d.state.note_signature(sig, key)
     token = new_human_token()
     expires = now + ttl
     row = TokenRow(token_hash=token_hash(token), kind="human", human=human, key_alg=key["alg"],
                    key_public=key["public"], expires_ms=expires)
-    await d.db_write([row, NonceRow(nonce=sig["nonce"], human=human, expires_ms=sig["issued_ms"] + 11 * 60_000)])
+    await d.db_write([row, NonceRow(nonce=sig["nonce"], human=human, expires_ms=nonce_until)])
     d.tokens.add(row)
     return {"token": token, "human": human, "expires_ms": expires}
 

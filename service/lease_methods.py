@@ -8,7 +8,7 @@ from lonca.protocol import LoncaError
 
 from . import scope as scopes
 from .lease_model import KINDS, Interest, LeaseSet, items_conflict
-from .log import Draft, allow
+from .log import Draft, allow, deny
 from .methods import Call, expect, method, params_of
 from .state import RepoState, State, register
 
@@ -17,8 +17,6 @@ SET_RE = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 DEFAULT_TTL_MS = 600_000
 
 
-def deny(*reasons: str) -> dict:
-    return {"outcome": "deny", "reasons": sorted(set(reasons), key=list(reasons).index)}
 
 
 def check_items(value) -> list[dict]:

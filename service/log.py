@@ -43,6 +43,11 @@ def allow(*reasons: str) -> dict:
     return {"outcome": "allow", "reasons": list(reasons)}
 
 
+def deny(*reasons: str) -> dict:
+    """A denial, each reason once, in the order first given."""
+    return {"outcome": "deny", "reasons": list(dict.fromkeys(reasons))}
+
+
 class LogWriter:
     def __init__(self, engine: Engine, key: Ed25519PrivateKey, state: State, now_ms: Callable[[], int],
                  on_failure: Callable[[], None]):

@@ -48,17 +48,18 @@ class Policy:
     def critical(self, path: str) -> bool:
         return any(fnmatch.fnmatchcase(path, g) for g in self.critical_paths)
 
-    def runs(self, paths: list[str], signature_changes: bool, asked: list[str]) -> list[str] | None:
-        """What the queue runs for a change: build, tests, extended, then each named check owed."""
+    def runs(self, change) -> list[str] | None:
+        """What the queue runs for a change (a ChangeRec: its paths, facts and asked checks):
+        build, tests, extended, then each named check owed."""
         if not self.readable:
             return None
         # required: build and tests are owed even without a command (then verification_missing)
         out = [n for n, argv in (("build", self.build), ("tests", self.tests)) if argv or self.required]
-        if signature_changes and self.extended:
+        if change.facts.get("signature_changes") and self.extended:
             out.append("extended")
-        named = set(asked)
+        named = set(change.checks)
         for glob, names in self.checks_by_path.items():
-            if any(fnmatch.fnmatchcase(p, glob) for p in paths):
+            if any(fnmatch.fnmatchcase(p, glob) for p in change.paths):
                 named.update(names)
         return out + sorted(n for n in named if n in self.checks)
 

@@ -11,7 +11,7 @@ from lonca.queue import CheckSpec, QueuedChange, Verdict, attestation, reasons, 
 
 from .change_methods import leave_queue
 from .gitstore import DAEMON_SIG, TRUNK_REF
-from .log import DAEMON, Draft
+from .log import DAEMON, Draft, allow, deny
 from .state import RepoState, State, register
 
 log = logging.getLogger("lonca.queue")
@@ -80,7 +80,7 @@ class QueueRunner:
         owed: list[str] = []
         for q in prefix:
             rec = rs.changes[q.change]
-            for name in rs.policy.runs(rec.paths, bool(rec.facts.get("signature_changes")), rec.checks) or []:
+            for name in rs.policy.runs(rec) or []:
                 if name not in owed:
                     owed.append(name)
         pol = rs.policy
@@ -102,7 +102,7 @@ class QueueRunner:
             else:
                 op = {"op": "change.integrate_batch", "trunk_before": trunk_before,
                       "merged": [[q.change, commit] for q, commit in landed]}
-            return Draft(actor=DAEMON, op=op, decision={"outcome": "allow", "reasons": []}, evidence=attestations)
+            return Draft(actor=DAEMON, op=op, decision=allow(), evidence=attestations)
         try:
             await self.d.log.append(rs.name, decide)
         except _Moved:
@@ -114,7 +114,7 @@ class QueueRunner:
             if rs.changes[cid].status["status"] != "queued":
                 raise _Moved()
             op = {"op": "change.integrate", "change": cid, "trunk_before": rs.trunk, "merged": None, "conflicts": conflicts}
-            return Draft(actor=DAEMON, op=op, decision={"outcome": "deny", "reasons": why}, evidence=attestations)
+            return Draft(actor=DAEMON, op=op, decision=deny(*why), evidence=attestations)
         try:
             await self.d.log.append(rs.name, decide)
         except _Moved:

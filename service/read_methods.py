@@ -25,9 +25,9 @@ async def whoami(call: Call) -> dict:
     d, a = call.daemon, call.auth
     if a.kind == "agent":
         rec = d.state.repo(a.repo).sessions.get(a.session)
-        return {"repo": a.repo, "actor": f"agent:{a.agent}/{a.session}",
+        return {"repo": a.repo, "actor": actor_label(a.actor),
                 "session": rec.to_json(d.now_ms()) if rec else None}
-    return {"actor": f"human:{a.human}", "human": a.human, "key": a.key["public"],
+    return {"actor": actor_label(a.actor), "human": a.human, "key": a.key["public"],
             "repos": d.state.human_repos(a.human, a.key)}
 
 
@@ -59,11 +59,11 @@ async def status(call: Call) -> dict:
             "change": pr.change, "base": rec.base if rec else None, "intent": rec.intent if rec else None,
             "agent": sess.agent if sess else None, "task": sess.task if sess else None,
             "paths": rec.paths if rec else [], "checks": rec.checks if rec else [],
-            "runs": pol.runs(rec.paths, bool(rec.facts.get("signature_changes")), rec.checks) if rec else None})
+            "runs": pol.runs(rec) if rec else None})
     changes = [{"change": c.id, "actor": actor_label(c.actor), "status": c.status, "provenance": c.provenance,
                 "commit": c.commit, "base": c.base, "intent": c.intent, "created_ms": c.created_ms,
                 "version": c.version, "paths": c.paths, "checks": c.checks,
-                "runs": pol.runs(c.paths, bool(c.facts.get("signature_changes")), c.checks)}
+                "runs": pol.runs(c)}
                for c in sorted(rs.changes.values(), key=lambda c: c.proposed_seq)]
     return {
         "repo": rs.name, "trunk": rs.trunk, "policy": rs.policy_id, "policy_checks": pol.check_names,

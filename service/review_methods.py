@@ -8,8 +8,7 @@ from lonca.protocol import LoncaError
 
 from .change_methods import leave_queue
 from .gitstore import DAEMON_SIG
-from .lease_methods import deny
-from .log import Draft, allow
+from .log import Draft, allow, deny
 from .methods import Call, expect, method, params_of
 from .policy import PolicyError, parse
 from .state import RepoState, State, register

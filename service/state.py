@@ -5,7 +5,7 @@ import heapq
 from dataclasses import dataclass, field
 from typing import Callable
 
-from lonca.protocol import ZERO_HASH
+from lonca.protocol import SIGNATURE_LIFETIME_MS, SIGNATURE_SKEW_MS, ZERO_HASH
 
 from . import presence
 from .lease_model import Interest, LeaseIndex, LeaseSet, Reservation, items_conflict, split
@@ -212,6 +212,18 @@ class State:
     def repo(self, name: str) -> RepoState | None:
         return self.repos.get(name)
 
+    def note_signature(self, sig: dict, key: dict | None) -> int:
+        """A human signature was used: its nonce is spent for as long as the signature could
+        pass as fresh, and its authenticator's sign count is recorded. When the nonce may go."""
+        until = sig["issued_ms"] + SIGNATURE_LIFETIME_MS + SIGNATURE_SKEW_MS
+        self.nonces[sig["nonce"]] = until
+        presence.record(self.sign_counts, key, sig["sig"])
+        return until
+
+    def forget_spent_nonces(self, now_ms: int) -> None:
+        """Nonces whose signatures are stale by now: a reuse is refused as stale anyway."""
+        self.nonces = {n: until for n, until in self.nonces.items() if until > now_ms}
+
     def human_repos(self, human: str, key: dict) -> list[str]:
         """The repositories where this human is enrolled with this key."""
         return sorted(r.name for r in self.repos.values() if r.humans.get(human) == key)
@@ -231,8 +243,7 @@ class State:
         rs.head_hash = hash_hex
         sig = entry.get("human")
         if sig:
-            self.nonces[sig["nonce"]] = sig["issued_ms"] + 11 * 60_000
-            presence.record(self.sign_counts, rs.humans.get(sig["human"]), sig["sig"])
+            self.note_signature(sig, rs.humans.get(sig["human"]))
         _expire(rs, entry["time_ms"])
         handler = _APPLY.get(kind)
         if handler:

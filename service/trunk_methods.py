@@ -34,7 +34,7 @@ async def bundle(call: Call) -> dict:
     def make() -> bytes:
         with tempfile.TemporaryDirectory(prefix="lonca-bundle-") as tmp:
             out = Path(tmp) / "trunk.bundle"
-            argv = ["git", "-C", str(d.config.repos_dir / f"{rs.name}.git"), "bundle", "create", "-q", str(out),
+            argv = ["git", "-C", str(d.config.store_path(rs.name)), "bundle", "create", "-q", str(out),
                     TRUNK_REF] + [f"^{h}" for h in known]
             try:
                 res = subprocess.run(argv, capture_output=True, timeout=GIT_TIMEOUT_S, env={"PATH": "/usr/bin:/bin"})
