@@ -10,7 +10,7 @@ from lonca.symbols import SYMBOLS_ENGINE, compare_claim
 
 from . import scope as scopes
 from .change_build import build_commit, check_files, commit_exists, facts_of, is_change_id, new_change_id
-from .lease_methods import advice
+from .lease_methods import advice, detail, held_detail
 from .lease_model import FILE, bare_name, covers, parent_of, split
 from .log import Draft, allow, deny
 from .methods import Call, expect, method, params_of
@@ -97,20 +97,14 @@ def lease_standing(rs: RepoState, session: str | None, needs: list[dict], now: i
         matches = [(sid, it) for sid, it in own if satisfied(need, it)]
         if matches:
             used += matches
-            details.append({"code": "held_by_you", "symbol": need["symbol"], "needed_kind": need["kind"],
-                            "holder_session": session, "holder_agent": None, "intent": rs.sets[matches[0][0]].intent,
-                            "expires_ms": rs.sets[matches[0][0]].expires_ms, "set": matches[0][0], "pinned_to": None})
+            own_set = rs.sets[matches[0][0]]
+            details.append(detail("held_by_you", need, session, None, own_set.intent, own_set.expires_ms, own_set.id))
             continue
         missing.append(need)
         holders = rs.holders([need], session or "", now)
         if not holders:
-            details.append({"code": "free", "symbol": need["symbol"], "needed_kind": need["kind"], "holder_session": None,
-                            "holder_agent": None, "intent": None, "expires_ms": None, "set": None, "pinned_to": None})
-        for s, held, _want, pinned in holders:
-            rec = rs.sessions.get(s.session)
-            details.append({"code": "lease_held", "symbol": need["symbol"], "needed_kind": need["kind"],
-                            "holder_session": s.session, "holder_agent": rec.agent if rec else None, "intent": s.intent,
-                            "expires_ms": None if pinned else s.expires_ms, "set": s.id, "pinned_to": pinned})
+            details.append(detail("free", need))
+        details += [held_detail(rs, s, need, pinned) for s, _held, _want, pinned in holders]
     return missing, details, used
 
 

@@ -52,11 +52,20 @@ def item_problems(items: list[dict], rs: RepoState) -> list[str]:
     return out
 
 
-def detail(rs: RepoState, s: LeaseSet, held: dict, code: str = "lease_held", pinned: str | None = None) -> dict:
+def detail(code: str, item: dict, holder_session: str | None = None, holder_agent: str | None = None,
+           intent: str | None = None, expires_ms: int | None = None, set_id: str | None = None,
+           pinned_to: str | None = None) -> dict:
+    """One entry of `details` (seed 001, "details"): where a needed item stands."""
+    return {"code": code, "symbol": item["symbol"], "needed_kind": item["kind"], "holder_session": holder_session,
+            "holder_agent": holder_agent, "intent": intent, "expires_ms": expires_ms, "set": set_id,
+            "pinned_to": pinned_to}
+
+
+def held_detail(rs: RepoState, s: LeaseSet, item: dict, pinned: str | None = None) -> dict:
+    """`item` held by another session's set `s` (pinned to a change, or until the set expires)."""
     rec = rs.sessions.get(s.session)
-    return {"code": code, "symbol": held["symbol"], "needed_kind": held["kind"], "holder_session": s.session,
-            "holder_agent": rec.agent if rec else None, "intent": s.intent,
-            "expires_ms": None if pinned else s.expires_ms, "set": s.id, "pinned_to": pinned}
+    return detail("lease_held", item, s.session, rec.agent if rec else None, s.intent,
+                  None if pinned else s.expires_ms, s.id, pinned)
 
 
 def advice(details: list[dict]) -> str | None:
@@ -80,15 +89,13 @@ def conflicts(rs: RepoState, session: str, items: list[dict], now: int) -> tuple
         reasons.append(f"lease_held:{want['symbol']}:{s.session}:{s.intent}")
         if (s.id, held["symbol"]) not in seen:
             seen.add((s.id, held["symbol"]))
-            details.append(detail(rs, s, held, pinned=pinned))
+            details.append(held_detail(rs, s, held, pinned))
     for code, waits, until in [("lease_wanted", i, i.blocks_until_ms) for i in rs.interests] + \
                               [("lease_reserved", r, r.until_ms) for r in rs.reservations]:
         if waits.session != session and now < until and any(items_conflict(a, b) for a in waits.items for b in items):
             reasons.append(f"{code}:{waits.session}")
             rec = rs.sessions.get(waits.session)
-            details.append({"code": code, "symbol": waits.items[0]["symbol"], "needed_kind": waits.items[0]["kind"],
-                            "holder_session": waits.session, "holder_agent": rec.agent if rec else None,
-                            "intent": waits.intent, "expires_ms": until, "set": None, "pinned_to": None})
+            details.append(detail(code, waits.items[0], waits.session, rec.agent if rec else None, waits.intent, until))
     return list(dict.fromkeys(reasons)), details
 
 
