@@ -25,6 +25,13 @@ def problem(message: str, status: int = 422) -> JSONResponse:
     return JSONResponse({"ok": False, "error": message}, status_code=status)
 
 
+def worker_problem(e: NotLoggedIn | LoncaError | Unreachable) -> JSONResponse:
+    """A lost session, a worker's refusal or an unreachable worker, as a JSON problem."""
+    if isinstance(e, NotLoggedIn):
+        return problem("your session ended; log in again", 401)
+    return problem(describe(e), 503 if isinstance(e, Unreachable) else 422)
+
+
 async def serves_repositories(request: Request) -> bool:
     """Whether the worker serves a repository, which closes bootstrap (ping tells it; asking
     repo.prepare_init without a token would be a refusal on the security page each time)."""
@@ -114,7 +121,7 @@ async def _begin_init(request, s, body):
     prepared = await request.app.state.pool.call("repo.prepare_init", {
         "repo": repo, "human": human, "human_key": key, "import_from": import_from, "branch": branch})
     c = ceremonies.for_op("repo.init", repo, human, prepared["op"], f"create repository {repo} at {prepared['op']['trunk'][:12]}")
-    return c, prepared["profile"] == "hardened", json.loads(bytes.fromhex(key["public"]))["credential_id"]
+    return c, prepared["profile"] == "hardened", webauthn.credential(key).credential_id
 
 
 async def _op_approve(body, request, repo):
@@ -187,10 +194,8 @@ async def ceremony_begin(request: Request):
             return problem(f"no ceremony {kind!r}")
     except Refusal as e:
         return problem(str(e))
-    except NotLoggedIn:
-        return problem("your session ended; log in again", 401)
-    except (LoncaError, Unreachable) as e:
-        return problem(describe(e), 503 if isinstance(e, Unreachable) else 422)
+    except (NotLoggedIn, LoncaError, Unreachable) as e:
+        return worker_problem(e)
     s.add_ceremony(c)
     options = ceremonies.request_options(request.app.state.settings, c, credential_id, uv)
     return JSONResponse({"ok": True, "ceremony": c.id, "options": options, "summary": c.summary})
@@ -223,10 +228,8 @@ async def ceremony_finish(request: Request):
             return JSONResponse({"ok": True, "message": f"created {c.repo} (seq {res['seq']}); log in with the same key",
                                  "redirect": f"/login?human={c.human}"})
         res = await call(request, "human.submit", {"op": c.op, "sig": sig}, repo=c.repo)
-    except NotLoggedIn:
-        return problem("your session ended; log in again", 401)
-    except (LoncaError, Unreachable) as e:
-        return problem(describe(e), 503 if isinstance(e, Unreachable) else 422)
+    except (NotLoggedIn, LoncaError, Unreachable) as e:
+        return worker_problem(e)
     if c.kind == "human.enroll" and res["decision"]["outcome"] == "allow":
         for r in request.app.state.enrolments.all():
             if r.human == c.op["human"] and r.key == c.op["key"]:

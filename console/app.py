@@ -80,6 +80,7 @@ def create_app(settings: Settings) -> Starlette:
     app.state.sessions = SessionStore()
     app.state.enrolments = Enrolments()
     app.state.verification = LogVerification()
+    app.state.policy_texts = {}     # (repo, policy commit) -> its lonca.toml: a commit never changes
     app.state.templates = Jinja2Templates(directory=ROOT / "templates")
     views.register(app.state.templates.env)
     app.add_middleware(SessionMiddleware, store=app.state.sessions, settings=settings)

@@ -78,9 +78,6 @@ class SessionStore:
             self._by_id.popitem(last=False)
         return s
 
-    def drop(self, s: BrowserSession) -> None:
-        self._by_id.pop(s.id, None)
-
 
 def cookie_header(settings: Settings, s: BrowserSession) -> bytes:
     flags = "; HttpOnly; SameSite=Strict; Path=/" + ("; Secure" if settings.secure_cookie else "")

@@ -37,19 +37,16 @@ async def guard(request: Request) -> BrowserSession:
     return s
 
 
-async def call(request: Request, method: str, params: dict | None = None, repo: str | None = None, *, human: bool = True):
+async def call(request: Request, method: str, params: dict | None = None, repo: str | None = None):
     """A worker call with the browser session's human token; a session the worker no longer
     knows is logged out here."""
     s = session_of(request)
-    token = None
-    if human:
-        if not s.logged_in:
-            raise NotLoggedIn()
-        token = s.token
+    if not s.logged_in:
+        raise NotLoggedIn()
     try:
-        return await request.app.state.pool.call(method, params, repo=repo, token=token)
+        return await request.app.state.pool.call(method, params, repo=repo, token=s.token)
     except LoncaError as e:
-        if human and e.code == "unauthenticated":
+        if e.code == "unauthenticated":
             s.log_out()
             raise NotLoggedIn() from None
         raise

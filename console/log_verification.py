@@ -29,10 +29,9 @@ class LogVerification:
             if not entries:
                 break
             for e in entries:
-                entry, sig = e["entry"], e.get("entry", {}).get("human")
-                if sig:
-                    key = entry["op"].get("human_key") if entry["op"].get("op") == "repo.init" else v.humans.get(sig.get("human"))
-                    chain.kinds[entry["seq"]] = (key or {}).get("alg", "?")
+                entry = e["entry"]
+                if entry.get("human"):
+                    chain.kinds[entry["seq"]] = (v.signer_key(entry) or {}).get("alg", "?")
                 problem = v.check(canonical(entry).decode(), e["hash"], e["sig"])
                 if problem:
                     chain.problem, chain.problem_seq = problem.reason, problem.seq

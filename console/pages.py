@@ -77,14 +77,21 @@ async def repos(request: Request) -> Response:
 
 
 async def _policy_text(request: Request, repo: str, commit: str) -> str:
-    """lonca.toml in force, empty when the policy commit has none (the defaults hold)."""
-    try:
-        got = await call(request, "blobs", {"commit": commit, "paths": ["lonca.toml"]}, repo=repo)
-    except LoncaError as e:
-        if e.code == "not_found":
-            return ""
-        raise
-    return base64.b64decode(got[0]["content_b64"]).decode("utf-8", "replace")
+    """lonca.toml in force, empty when the policy commit has none (the defaults hold); read
+    once a commit, as the page is drawn again on every log entry."""
+    known = request.app.state.policy_texts
+    if (repo, commit) not in known:
+        try:
+            got = await call(request, "blobs", {"commit": commit, "paths": ["lonca.toml"]}, repo=repo)
+            text = base64.b64decode(got[0]["content_b64"]).decode("utf-8", "replace")
+        except LoncaError as e:
+            if e.code != "not_found":
+                raise
+            text = ""
+        if len(known) >= 256:
+            known.clear()
+        known[(repo, commit)] = text
+    return known[(repo, commit)]
 
 
 @page

@@ -2,6 +2,7 @@
 highlighting (Pygments, classes only: the stylesheet colours them)."""
 import json
 import re
+from functools import lru_cache
 import time
 
 from markupsafe import Markup, escape
@@ -14,8 +15,6 @@ from pygments.util import ClassNotFound
 from lonca import protocol
 
 MAX_DIFF_LINES = 20_000
-HUNK_RE = re.compile(r"^@@ -\d+(?:,\d+)? \+\d+(?:,\d+)? @@")
-
 
 def actor_label(actor) -> str:
     """Labels come as strings in status, as objects in log entries."""
@@ -24,10 +23,10 @@ def actor_label(actor) -> str:
     return protocol.actor_label(actor) if isinstance(actor, dict) else "?"
 
 
-def age(ms: int | None, now_ms: int | None = None) -> str:
+def age(ms: int | None, now_ms: int) -> str:
     if not ms:
         return "-"
-    s = max(0, ((now_ms or int(time.time() * 1000)) - ms) // 1000)
+    s = max(0, (now_ms - ms) // 1000)
     if s < 60:
         return f"{s}s"
     if s < 3600:
@@ -58,41 +57,40 @@ def _highlight(lexer, text: str) -> Markup:
     return Markup("".join(out))
 
 
-def diff_files(diff: str) -> list[dict]:
-    """[{path, lines: [(kind, old_no, new_no, html)]}] of a unified diff; each side's line is
-    highlighted with the lexer of its file's name."""
-    files: list[dict] = []
-    cur = None
+@lru_cache(maxsize=32)
+def diff_files(diff: str) -> dict[str, list[tuple]]:
+    """path -> [(kind, old_no, new_no, html)] of a unified diff; each side's line is highlighted
+    with the lexer of its file's name. A commit's diff never changes and the change page is
+    drawn again on every log entry: the last few are kept, not lexed again."""
+    files: dict[str, list[tuple]] = {}
+    lines = lexer = None
     old_no = new_no = 0
     for n, line in enumerate(diff.splitlines()):
         if n >= MAX_DIFF_LINES:
-            if cur:
-                cur["lines"].append(("note", "", "", Markup("… the rest of the diff is not shown")))
+            if lines is not None:
+                lines.append(("note", "", "", Markup("… the rest of the diff is not shown")))
             break
         if line.startswith("diff --git "):
             path = line.split(" b/", 1)[-1]
-            cur = {"path": path, "lexer": _lexer(path), "lines": []}
-            files.append(cur)
-        elif cur is None or line.startswith(("--- ", "+++ ", "index ", "new file", "deleted file", "similarity", "rename ", "old mode", "new mode", "Binary")):
+            lines, lexer = files.setdefault(path, []), _lexer(path)
+        elif lines is None or line.startswith(("--- ", "+++ ", "index ", "new file", "deleted file", "similarity", "rename ", "old mode", "new mode", "Binary")):
             continue
         elif line.startswith("@@"):
             m = re.match(r"^@@ -(\d+)(?:,\d+)? \+(\d+)", line)
             old_no, new_no = (int(m.group(1)), int(m.group(2))) if m else (0, 0)
-            cur["lines"].append(("hunk", "", "", escape(line)))
+            lines.append(("hunk", "", "", escape(line)))
         elif line.startswith("+"):
-            cur["lines"].append(("add", "", new_no, _highlight(cur["lexer"], line[1:])))
+            lines.append(("add", "", new_no, _highlight(lexer, line[1:])))
             new_no += 1
         elif line.startswith("-"):
-            cur["lines"].append(("del", old_no, "", _highlight(cur["lexer"], line[1:])))
+            lines.append(("del", old_no, "", _highlight(lexer, line[1:])))
             old_no += 1
         elif line.startswith("\\"):
-            cur["lines"].append(("note", "", "", escape(line)))
+            lines.append(("note", "", "", escape(line)))
         else:
-            cur["lines"].append(("ctx", old_no, new_no, _highlight(cur["lexer"], line[1:])))
+            lines.append(("ctx", old_no, new_no, _highlight(lexer, line[1:])))
             old_no += 1
             new_no += 1
-    for f in files:
-        del f["lexer"]
     return files
 
 

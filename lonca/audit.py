@@ -72,12 +72,20 @@ class ChainVerifier:
         self.prev = hash_hex
         return None
 
+    def signer_key(self, entry: dict) -> dict | None:
+        """The key the human signature of `entry`, the next to check, must verify with: the one
+        repo.init enrols, or the signer's enrolled key."""
+        sig, op = entry.get("human"), entry.get("op") or {}
+        if op.get("op") == "repo.init":
+            return op.get("human_key")
+        return self.humans.get(sig.get("human")) if isinstance(sig, dict) else None
+
     def _human(self, entry: dict, op: dict) -> str | None:
         sig = entry.get("human")
         if sig is None:
             return None
         name = sig.get("human") if isinstance(sig, dict) else None
-        key = op.get("human_key") if op.get("op") == "repo.init" else self.humans.get(name)
+        key = self.signer_key(entry)
         if op.get("op") == "repo.init" and name != op.get("human"):
             return "repo.init is not signed by the human it enrols"
         if key is None:
