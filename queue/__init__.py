@@ -25,8 +25,7 @@ Verifying (checks.py, checkout.py, verification.py)
   verification_error:<check>, verification_missing:<check>.
 
 Recording (attest.py)
-- `attestation(result, subject_tree, log_id)`, `merge_attestation(merge, subject_tree)`,
-  `evidence(result)` (change.get.evidence), `store_log(repo, result)` (the tail as a blob).
+- `attestation(result, subject_tree, log_id)`, `store_log(repo, result)` (the tail as a blob).
 
 Batching (batching.py)
 - `find_culprit(n, verify) -> index`: bisection over prefixes, O(log n) verifications.
@@ -49,7 +48,7 @@ if __name__ == "queue":
 
 # Below, the library itself, only under its own name.
 if __name__ != "queue":
-    from .attest import attestation, evidence, merge_attestation, store_log
+    from .attest import attestation, store_log
     from .batching import BatchOutcome, QueuedChange, Verdict, find_culprit, run_batch
     from .checkout import checkout_tree
     from .checks import CheckRun, run_check
@@ -58,7 +57,7 @@ if __name__ != "queue":
 
     __all__ = [
         "BatchOutcome", "CheckResult", "CheckRun", "CheckSpec", "Integration", "MergeResult",
-        "QueuedChange", "Verdict", "attestation", "checkout_tree", "evidence", "find_culprit",
-        "integrate", "merge_attestation", "merge_trees", "reasons", "run_batch", "run_check",
+        "QueuedChange", "Verdict", "attestation", "checkout_tree", "find_culprit",
+        "integrate", "merge_trees", "reasons", "run_batch", "run_check",
         "store_log", "verify_tree",
     ]

@@ -1,9 +1,8 @@
-"""The seed's shapes for what verification found: attestations for the change.integrate entry
-and the evidence of change.get.
+"""The seed's shape for what verification found: the attestations of the change.integrate entry.
 
 An attestation is signed into the log, so it holds only strings and integers: the output tail is
-stored as a blob in the repository's store and the attestation names its id (`log`); the
-evidence carries the tail itself (at most 32 KiB) for people to read.
+stored as a blob in the repository's store and the attestation names its id (`log`). change.get's
+evidence is made from the logged attestations, so it reads the same after a restart.
 """
 from __future__ import annotations
 
@@ -12,8 +11,7 @@ import json
 
 import pygit2
 
-from .checks import TAIL_BYTES, child_env
-from .merge import MergeResult
+from .checks import child_env
 from .verification import CheckResult
 
 PRODUCER = "lonca.queue"
@@ -58,41 +56,3 @@ def attestation(result: CheckResult, subject_tree: str, log_id: str | None) -> d
     return {"check": result.spec.kind, "result": result.result, "subject_tree": subject_tree,
             "details": _details(result), "env": env_hash(result), "log": log_id,
             "producer": PRODUCER}
-
-
-def merge_attestation(merge: MergeResult, subject_tree: str) -> dict:
-    """The merge as an attestation: pass with the merged tree, fail with the conflicts."""
-    details = {"merged_paths": ",".join(merge.merged_paths)} if merge.merged_paths else {}
-    if merge.conflicts:
-        details["conflicts"] = ",".join(merge.conflicts)
-    return {"check": "merge", "result": "pass" if merge.ok else "fail",
-            "subject_tree": merge.tree or subject_tree, "details": details,
-            "env": hashlib.sha256(b"lonca.queue.merge").hexdigest(), "log": None,
-            "producer": PRODUCER}
-
-
-def evidence(result: CheckResult) -> dict:
-    """One entry of change.get.evidence."""
-    last = result.last
-    log_text, truncated = _log_text(result)
-    return {"check": result.spec.kind, "result": result.result,
-            "exit": last.exit if last else None,
-            "duration_ms": result.duration_ms if last else None,
-            "attempts": len(result.runs) if last else None,
-            "sandbox": None,
-            "error": last.error if last else None,
-            "details": _details(result),
-            "log": log_text,
-            "log_truncated": truncated}
-
-
-def _log_text(result: CheckResult) -> tuple[str | None, bool]:
-    """The tail as text within 32 KiB of UTF-8 (replacement characters can make it longer)."""
-    last = result.last
-    if last is None:
-        return None, False
-    text = last.output.decode("utf-8", "replace")
-    encoded = text.encode()
-    if len(encoded) <= TAIL_BYTES:
-        return text, last.log_truncated
-    return encoded[-TAIL_BYTES:].decode("utf-8", "ignore"), True

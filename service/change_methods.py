@@ -6,6 +6,7 @@ from typing import NamedTuple
 import pygit2
 
 from lonca.protocol import CLAIM_FIELDS, LoncaError
+from lonca.queue.checks import TAIL_BYTES
 from lonca.symbols import SYMBOLS_ENGINE, compare_claim
 
 from . import scope as scopes
@@ -396,9 +397,6 @@ def change_json(rs: RepoState, rec: ChangeRec) -> dict:
             "evidence": rec.evidence, "intent": rec.intent, "paths": rec.paths, "session": rec.session}
 
 
-TAIL = 32 * 1024
-
-
 def evidence_of(store: pygit2.Repository, a: dict) -> dict:
     """change.get's evidence from an attestation of the log; the output tail is its `log` blob."""
     det = a.get("details") or {}
@@ -406,8 +404,8 @@ def evidence_of(store: pygit2.Repository, a: dict) -> dict:
     if a.get("log"):
         try:
             data = store[a["log"]].data
-            truncated = truncated or len(data) > TAIL
-            text = data[-TAIL:].decode("utf-8", "replace")
+            truncated = truncated or len(data) > TAIL_BYTES
+            text = data[-TAIL_BYTES:].decode("utf-8", "replace")
         except (KeyError, ValueError):
             text = None
     num = lambda k: int(det[k]) if det.get(k, "").lstrip("-").isdigit() else None

@@ -66,6 +66,8 @@ def test_a_failing_check_rejects_only_the_culprit_of_a_batch(env):
     culprit = wait_status(c, changes[5][1], changes[5][0], "rejected", timeout=60)
     assert culprit["status"]["reasons"] == ["verification_failed:tests"]
     ev = culprit["evidence"][0]
+    assert set(ev) == {"check", "result", "exit", "duration_ms", "attempts", "sandbox", "error",
+                       "details", "log", "log_truncated"}
     assert ev["check"] == "tests" and ev["result"] == "fail" and ev["exit"] == 1 and "lib/f5.py" in ev["log"]
     for i, (cid, t) in enumerate(changes):
         if i != 5:
