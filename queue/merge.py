@@ -20,7 +20,7 @@ from pygit2.enums import FileMode
 from lonca.symbols import SymbolCache, symbol_table
 
 from .symbol_merge import FileMerge, SymbolMerger, empty_outline, import_lines, outline
-from .textmerge import Clash, Segment, clean_bytes, has_clash, merge_lines, render
+from .textmerge import Clash, Segment, clean_bytes, has_clash, merge_lines, one_side, render
 
 _TEXT_MODES = (FileMode.BLOB, FileMode.BLOB_EXECUTABLE)
 
@@ -206,11 +206,11 @@ def _merge_file(repo: pygit2.Repository, anc: pygit2.IndexEntry | None,
         return _whole_file(path, data["b"], data["o"], data["t"], textual)
     if data["o"] is None or data["t"] is None or (anc is not None and data["b"] is None):
         return _whole_file(path, None, None, None, False)
-    mode = _merged_mode(anc.mode if anc else None, ours.mode, theirs.mode)
+    mode = one_side(anc.mode if anc else None, ours.mode, theirs.mode)
     if mode is None or not textual:
         return _whole_file(path, data["b"], data["o"], data["t"], textual)
-    tables = [cache.table(path, str(e.id), lambda e=e: repo[e.id].data)
-              for e in (anc, ours, theirs) if e is not None]
+    tables = [cache.table(path, str(e.id), lambda d=d: d)      # the bytes are read already
+              for e, d in ((anc, data["b"]), (ours, data["o"]), (theirs, data["t"])) if e is not None]
     if any(t.status != "parsed" for t in tables):
         return _whole_file(path, data["b"], data["o"], data["t"], True)
     texts = [d for d in (data["b"], data["o"], data["t"]) if d is not None]
@@ -226,14 +226,6 @@ def _merge_file(repo: pygit2.Repository, anc: pygit2.IndexEntry | None,
         # a splice the grammar can no longer read: the line merge's answer stands
         return _whole_file(path, data["b"], data["o"], data["t"], True)
     return path, pygit2.IndexEntry(path, repo.create_blob(merged), mode), [], None
-
-
-def _merged_mode(base: int | None, ours: int, theirs: int) -> int | None:
-    if ours == theirs or theirs == base:
-        return ours
-    if ours == base:
-        return theirs
-    return None
 
 
 # --- integration ----------------------------------------------------------------------------

@@ -26,7 +26,7 @@ from difflib import SequenceMatcher
 
 from lonca.symbols import FileSymbols
 
-from .textmerge import Clash, Segment, lines, merge_lines
+from .textmerge import Clash, Segment, has_clash, lines, merge_lines
 
 RENAME_SIMILARITY = 0.6
 _NOT_UNITS = frozenset({"file", "def"})
@@ -155,7 +155,7 @@ class SymbolMerger:
     def _text(self, base: bytes, ours: bytes, theirs: bytes, owner: str | None) -> list[Segment]:
         """Text between symbols: line-merged, a conflict belongs to the owner's own text."""
         segs = merge_lines(base, ours, theirs, self._is_import)
-        if any(isinstance(s, Clash) for s in segs):
+        if has_clash(segs):
             self._conflict(self._own_id(owner))
         return segs
 
@@ -213,7 +213,7 @@ class SymbolMerger:
         if b.children and o.children and t.children:
             return self._outline(b.children, o.children, t.children)
         segs = merge_lines(tb, to, tt)
-        if any(isinstance(s, Clash) for s in segs):
+        if has_clash(segs):
             self._conflict(symbol_id)
         return segs
 

@@ -49,13 +49,22 @@ def _sync_regions(base: list[bytes], a: list[bytes], b: list[bytes]):
     return out
 
 
+def one_side(base, ours, theirs):
+    """The three-way answer when at most one side changed (or both alike); None when both
+    changed, differently."""
+    if ours == theirs or theirs == base:
+        return ours
+    if ours == base:
+        return theirs
+    return None
+
+
 def merge_lines(base: bytes, ours: bytes, theirs: bytes,
                 is_import: Callable[[bytes], bool] | None = None) -> list[Segment]:
     """diff3 of three texts: clean runs as bytes, each conflicting hunk as a Clash."""
-    if ours == theirs or theirs == base:
-        return [ours]
-    if ours == base:
-        return [theirs]
+    picked = one_side(base, ours, theirs)
+    if picked is not None:
+        return [picked]
     lb, la, lt = lines(base), lines(ours), lines(theirs)
     out: list[Segment] = []
     zb = za = zt = 0
