@@ -18,12 +18,12 @@ import os
 import pathlib
 import random
 import shutil
-import statistics
 import subprocess
 import sysconfig
 import time
 from concurrent.futures import ProcessPoolExecutor
 
+from bench.worker import median, pct
 from lonca.symbols import SymbolCache, TreeEntry, compute_facts, symbol_table, warm_base
 from lonca.symbols.parsing import parser_for
 
@@ -98,8 +98,7 @@ def _facts_p95(contents: dict[str, bytes], warm_new: bool) -> tuple[float, float
         started = time.perf_counter()
         compute_facts(base, new, blobs.__getitem__, cache, BASE_KEY)
         times.append(time.perf_counter() - started)
-    times.sort()
-    return times[int(0.95 * (len(times) - 1))] * 1000, statistics.median(times) * 1000, warm_s
+    return pct(times, 95) * 1000, median(times) * 1000, warm_s
 
 
 def main() -> None:
