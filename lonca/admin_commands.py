@@ -110,6 +110,11 @@ def human_call(client: Client, name: str, method: str, params: dict | None = Non
         return client.call(method, params, repo=repo, token=login(client, name)["token"])
 
 
+def human_submit(client: Client, name: str, repo: str, op: dict) -> dict:
+    """`op` signed with the human's file key, submitted with their session."""
+    return human_call(client, name, "human.submit", {"op": op, "sig": need_key(name).sign_op(repo, op)}, repo=repo)
+
+
 def pick_repo(client: Client, name: str, repo: str | None) -> str:
     if repo:
         return repo

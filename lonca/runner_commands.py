@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 from lonca import workspace as wsp
-from lonca.admin_commands import human_call, human_name, human_token, need_key, pick_repo
+from lonca.admin_commands import human_call, human_name, human_submit, human_token, need_key, pick_repo
 from lonca.client import Client
 from lonca.output import OK, Usage, command, decision_exit, emit_json, paint
 from lonca.protocol import now_ms, session_start_op
@@ -76,7 +76,7 @@ def _logged(args, out: dict, text: str) -> int:
 
 def cmd_session_start(args) -> int:
     name = human_name(args)
-    key = need_key(name)
+    need_key(name)      # before the worker is asked anything
     sid = f"s-{secrets.token_hex(6)}"
     with Client() as c:
         repo = pick_repo(c, name, args.repo)
@@ -86,7 +86,7 @@ def cmd_session_start(args) -> int:
         op = session_start_op(sid, args.agent, now_ms() + args.ttl_minutes * 60_000, args.paths, args.model,
                               args.task, [str(Path(d).resolve()) for d in args.scratch])
         scope = op["scope"]
-        res = human_call(c, name, "human.submit", {"op": op, "sig": key.sign_op(repo, op)}, repo=repo)
+        res = human_submit(c, name, repo, op)
         ws = wsp.create(c, repo, res["token"], dest, sid)
         wsp.write_token(ws.root, res["token"], op["expires_ms"])
     out = {"session": sid, "workspace": str(ws.root), "expires_ms": op["expires_ms"], "paths": scope["paths"],
@@ -98,7 +98,7 @@ def cmd_session_end(args) -> int:
     ws = wsp.find()
     with Client() as c:
         res = c.call("session.end", {"files": wsp.end_files(ws)}, repo=ws.repo, token=ws.agent_token())
-    (ws.root / ".lonca" / "session").unlink(missing_ok=True)
+    wsp.token_file(ws.root).unlink(missing_ok=True)
     out = {"session": ws.session, "seq": res["seq"], "decision": res["decision"]}
     if not args.json and res.get("unproposed"):
         print(f"left unproposed: {', '.join(res['unproposed'])}", file=sys.stderr)
@@ -230,10 +230,10 @@ def cmd_pending(args) -> int:
 
 def _decide(args, op: dict) -> int:
     name = human_name(args)
-    key = need_key(name)
+    need_key(name)      # before the worker is asked anything
     with Client() as c:
         repo = pick_repo(c, name, args.repo)
-        res = human_call(c, name, "human.submit", {"op": op, "sig": key.sign_op(repo, op)}, repo=repo)
+        res = human_submit(c, name, repo, op)
     out = {"seq": res["seq"], "target_seq": args.seq, "change": res.get("change"), "decision": res["decision"]}
     return _logged(args, out, f"{op['op']} of {args.seq}" + (f" (change {out['change'][:12]})" if out["change"] else ""))
 

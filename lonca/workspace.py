@@ -64,11 +64,11 @@ class Workspace:
 
     @property
     def meta_path(self) -> Path:
-        return self.root / ".lonca" / "workspace.json"
+        return meta_file(self.root)
 
     @property
     def token(self) -> str | None:
-        path = self.root / ".lonca" / "session"
+        path = token_file(self.root)
         if not private_file_ok(path):
             return None
         try:
@@ -79,17 +79,30 @@ class Workspace:
     def agent_token(self) -> str:
         token = self.token
         if token is None:
-            raise Usage(f"no usable session token in {self.root / '.lonca' / 'session'} (it must be yours, mode 0600)")
+            raise Usage(f"no usable session token in {token_file(self.root)} (it must be yours, mode 0600)")
         return token
 
     def save(self) -> None:
         self.meta_path.write_text(json.dumps({"repo": self.repo, "session": self.session, "base": self.base}) + "\n")
 
 
+def meta_file(root: Path) -> Path:
+    return root / ".lonca" / "workspace.json"
+
+
+def token_file(root: Path) -> Path:
+    return root / ".lonca" / "session"
+
+
+def backup_file(root: Path) -> Path:
+    """The local changes of a sync in progress, until its files are written."""
+    return root / ".lonca" / "sync-backup.json"
+
+
 def find(start: Path | None = None) -> Workspace:
     here = (start or Path.cwd()).resolve()
     for d in (here, *here.parents):
-        meta = d / ".lonca" / "workspace.json"
+        meta = meta_file(d)
         if meta.is_file():
             data = json.loads(meta.read_text())
             return Workspace(d, data["repo"], data.get("session"), data["base"])
@@ -97,7 +110,7 @@ def find(start: Path | None = None) -> Workspace:
 
 
 def write_token(root: Path, token: str, expires_ms: int) -> None:
-    write_private(root / ".lonca" / "session", json.dumps({"token": token, "expires_ms": expires_ms}).encode())
+    write_private(token_file(root), json.dumps({"token": token, "expires_ms": expires_ms}).encode())
 
 
 def _fetch_trunk(root: Path, client: Client, repo: str, token: str, have: list[str]) -> str:
@@ -197,7 +210,7 @@ def propose(ws: Workspace, client: Client, intent: str) -> dict:
 
 def _restore_backup(ws: Workspace) -> None:
     """A sync that stopped after resetting: put the local changes it saved back first."""
-    backup = ws.root / ".lonca" / "sync-backup.json"
+    backup = backup_file(ws.root)
     if backup.exists():
         _write_files(ws.root, json.loads(backup.read_text()))
         backup.unlink()
@@ -231,7 +244,7 @@ def sync(ws: Workspace, client: Client) -> dict:
     if trunk == before:
         return {"base_before": before, "base_after": before, "updated": [], "merged": [], "conflicts": []}
     m = client.call("trunk.merge", {"base": before, "files": files}, repo=ws.repo, token=token)
-    backup = ws.root / ".lonca" / "sync-backup.json"
+    backup = backup_file(ws.root)
     backup.write_text(json.dumps(files))
     git(ws.root, "reset", "-q", "--hard", m["trunk"])
     merged = {x["path"] for x in m["files"]}
