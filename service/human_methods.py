@@ -13,13 +13,12 @@ from lonca.protocol import LOGIN_TTL_DEFAULT_MS, LOGIN_TTL_MAX_MS, REPO_NAME_MAX
 from . import gitstore, presence, signatures
 from .auth import new_human_token, token_hash
 from .log import Draft, allow
-from .methods import Call, expect, method, params_of
+from .methods import Call, expect, expect_id, method, params_of
 from .review_methods import decide_approve, decide_policy_update, decide_reject
 from .session_methods import decide_session_start
 from .store import NonceRow, PreparedRow, TokenRow
 
 NAME_RE = re.compile(r"^[A-Za-z0-9._-]{1,%d}$" % REPO_NAME_MAX)
-HUMAN_RE = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 KEY_ALGS = {"ed25519": 64, "webauthn-ed25519": None, "webauthn-es256": None}
 REMOTE_RE = re.compile(r"^(https://|ssh://|[^/@\s]+@[^:\s]+:)")
 
@@ -54,9 +53,7 @@ async def prepare_init(call: Call) -> dict:
     name = expect(p["repo"], str, "repo")
     if not NAME_RE.match(name):
         raise LoncaError("invalid", "a repository name is letters, digits, '.', '_' and '-', at most 64")
-    human = expect(p["human"], str, "human")
-    if not HUMAN_RE.match(human):
-        raise LoncaError("invalid", "a human name is letters, digits, '.', '_' and '-', at most 64")
+    human = expect_id(p["human"], "human", "a human name")
     key = check_key(p["human_key"])
     source = expect(p.get("import_from"), str, "import_from", nullable=True)
     branch = expect(p.get("branch"), str, "branch", nullable=True) or "main"

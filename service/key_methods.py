@@ -3,9 +3,9 @@ human.enroll (a second human, enrolled by one already there), freeze and unfreez
 decide function for human.submit; this module adds them to its table when the worker loads it."""
 from lonca.protocol import LoncaError
 
-from .human_methods import HUMAN_RE, SUBMIT_OPS, check_key
+from .human_methods import SUBMIT_OPS, check_key
 from .log import Draft, allow
-from .methods import Call, expect
+from .methods import Call, expect, expect_id
 from .state import RepoState
 
 REASON_MAX = 4096
@@ -18,9 +18,7 @@ def _exact(op: dict, fields: set[str], shape: str) -> None:
 
 def decide_enroll(call: Call, rs: RepoState, op: dict) -> Draft:
     _exact(op, {"human", "key"}, '{"op": "human.enroll", "human", "key": human key}')
-    human = expect(op["human"], str, "op.human")
-    if not HUMAN_RE.match(human):
-        raise LoncaError("invalid", "a human name is letters, digits, '.', '_' and '-', at most 64")
+    human = expect_id(op["human"], "op.human", "a human name")
     if check_key(op["key"]) != op["key"]:
         raise LoncaError("invalid", 'op.key is exactly {"alg", "public"}')
     if human in rs.humans:

@@ -7,13 +7,12 @@ import time as _time
 from lonca.protocol import LoncaError
 
 from . import scope as scopes
-from .lease_model import KINDS, Interest, LeaseSet, items_conflict
+from .lease_model import KINDS, Interest, LeaseSet, any_conflict
 from .log import Draft, allow, deny
-from .methods import Call, expect, method, params_of
+from .methods import Call, expect, expect_id, method, params_of
 from .state import RepoState, State, register
 
 NAME_RE = re.compile(r"^[A-Za-z_$][A-Za-z0-9_$]{0,127}$")
-SET_RE = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 DEFAULT_TTL_MS = 600_000
 
 
@@ -92,7 +91,7 @@ def conflicts(rs: RepoState, session: str, items: list[dict], now: int) -> tuple
             details.append(held_detail(rs, s, held, pinned))
     for code, waits, until in [("lease_wanted", i, i.blocks_until_ms) for i in rs.interests] + \
                               [("lease_reserved", r, r.until_ms) for r in rs.reservations]:
-        if waits.session != session and now < until and any(items_conflict(a, b) for a in waits.items for b in items):
+        if waits.session != session and now < until and any_conflict(waits.items, items):
             reasons.append(f"{code}:{waits.session}")
             rec = rs.sessions.get(waits.session)
             details.append(detail(code, waits.items[0], waits.session, rec.agent if rec else None, waits.intent, until))
@@ -113,9 +112,8 @@ async def acquire(call: Call) -> dict:
     d, rs, me = call.daemon, call.repo_state(), call.auth.session
     items = check_items(p["items"])
     intent = expect(p.get("intent", ""), str, "intent", nullable=True) or ""
-    set_id = expect(p.get("set"), str, "set", nullable=True) or f"ls-{secrets.token_hex(8)}"
-    if not SET_RE.match(set_id):
-        raise LoncaError("invalid", "a lease set id is letters, digits, '.', '_' and '-', at most 64")
+    given = expect(p.get("set"), str, "set", nullable=True)
+    set_id = expect_id(given, "set", "a lease set id") if given else f"ls-{secrets.token_hex(8)}"
     ttl = _ttl(p.get("ttl_ms"), rs)
     d.rate.check(rs, me, d.now_ms())
 
@@ -162,8 +160,8 @@ def _apply_acquire(st: State, rs: RepoState, entry: dict, op: dict, outcome: str
         rs.add_set(LeaseSet(id=op["set"], session=me, owner=me, items=op["items"], intent=op["intent"],
                             acquired_ms=t, expires_ms=t + op["ttl_ms"]))
     got = op["items"]
-    rs.reservations = [r for r in rs.reservations if not (r.session == me and any(items_conflict(a, b) for a in r.items for b in got))]
-    rs.interests = [i for i in rs.interests if not (i.session == me and any(items_conflict(a, b) for a in i.items for b in got))]
+    rs.reservations = [r for r in rs.reservations if not (r.session == me and any_conflict(r.items, got))]
+    rs.interests = [i for i in rs.interests if not (i.session == me and any_conflict(i.items, got))]
 
 
 def _own_set(rs: RepoState, me: str, set_id: str) -> tuple[LeaseSet | None, list[str]]:

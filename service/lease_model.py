@@ -68,6 +68,11 @@ def items_conflict(x: dict, y: dict) -> bool:
     return covers(sx, sy) or covers(sy, sx)
 
 
+def any_conflict(xs: list[dict], ys: list[dict]) -> bool:
+    """Whether an item of `xs` conflicts with one of `ys`."""
+    return any(items_conflict(a, b) for a in xs for b in ys)
+
+
 @dataclass
 class LeaseSet:
     id: str

@@ -1,5 +1,6 @@
 """The method table: every method with the credential it requires (seed 001, "Credentials").
 docs/decisions.md, "Daemon authentication", lists the same table; a test keeps both equal."""
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Awaitable, Callable
 
@@ -70,4 +71,15 @@ def expect(value, typ, name: str, *, nullable: bool = False):
     if not isinstance(value, typ) or (typ is int and isinstance(value, bool)):
         kind = {str: "a string", int: "an integer", dict: "an object", list: "an array", bool: "a boolean"}.get(typ, str(typ))
         raise LoncaError("invalid", f"{name} must be {kind}{' or null' if nullable else ''}")
+    return value
+
+
+_ID_RE = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+
+
+def expect_id(value, name: str, what: str) -> str:
+    """A human's name, a session id, a lease set id: letters, digits, '.', '_' and '-', at most 64."""
+    value = expect(value, str, name)
+    if not _ID_RE.match(value):
+        raise LoncaError("invalid", f"{what} is letters, digits, '.', '_' and '-', at most 64")
     return value

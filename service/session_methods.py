@@ -1,15 +1,13 @@
 """Agent sessions: session.start (a human's signed operation), session.heartbeat, session.end."""
-import re
 
 from lonca.protocol import LoncaError
 
 from .auth import new_agent_token, token_hash
 from .log import Draft, allow
-from .methods import Call, expect, method, params_of
+from .methods import Call, expect, expect_id, method, params_of
 from .state import RepoState
 from .store import TokenRow
 
-SESSION_RE = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 SCOPE_KEYS = {"paths", "symbols", "ops", "max_files", "max_lines", "scratch"}
 
 
@@ -40,9 +38,7 @@ def decide_session_start(call: Call, rs: RepoState, op: dict) -> Draft:
     allowed = {"op", "session", "agent", "model", "task", "scope", "expires_ms", "harness"}
     if set(op) - allowed or not {"session", "agent", "expires_ms"} <= set(op):
         raise LoncaError("invalid", "session.start is {session, agent, model, task, scope, expires_ms, harness}")
-    sid = expect(op["session"], str, "op.session")
-    if not SESSION_RE.match(sid):
-        raise LoncaError("invalid", "a session id is letters, digits, '.', '_' and '-', at most 64")
+    sid = expect_id(op["session"], "op.session", "a session id")
     if sid in rs.sessions:
         raise LoncaError("invalid", f"the session {sid} exists; sign a new session id")
     agent = expect(op["agent"], str, "op.agent")

@@ -8,7 +8,7 @@ from typing import Callable
 from lonca.protocol import SIGNATURE_LIFETIME_MS, SIGNATURE_SKEW_MS, ZERO_HASH
 
 from . import presence
-from .lease_model import Interest, LeaseIndex, LeaseSet, Reservation, items_conflict, split
+from .lease_model import Interest, LeaseIndex, LeaseSet, Reservation, any_conflict, items_conflict, split
 from .policy import DEFAULT, Policy
 
 @dataclass
@@ -294,7 +294,7 @@ def _reserve(rs: RepoState, t: int) -> None:
         return
     keep = []
     for it in rs.interests:
-        reserved = any(r.session != it.session and any(items_conflict(a, b) for a in r.items for b in it.items)
+        reserved = any(r.session != it.session and any_conflict(r.items, it.items)
                        for r in rs.reservations)
         if not reserved and not rs.holders(it.items, it.session, t):
             r = Reservation(session=it.session, items=it.items, until_ms=t + rs.policy.reservation_ms, intent=it.intent)
