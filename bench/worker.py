@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 from lonca import humankeys
+from lonca.client import wait_until_answering
 from lonca.protocol import session_start_op
 
 
@@ -25,14 +26,8 @@ class BenchWorker:
         self.socket = self.tmp / "home" / "lonca.sock"
         self.proc = subprocess.Popen([sys.executable, "-m", "lonca", "daemon"], env=self.env,
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        from lonca.client import Client
-        for _ in range(400):
-            try:
-                with Client(self.socket) as c:
-                    c.call("ping")
-                break
-            except Exception:
-                time.sleep(0.05)
+        if wait_until_answering(self.proc, self.socket, 20):
+            raise RuntimeError("the bench's worker did not start")
         self.key = humankeys.create_key("bench")
 
     def client(self):

@@ -7,6 +7,8 @@ import os
 import socket
 import stat
 import struct
+import subprocess
+import time
 import tomllib
 from pathlib import Path
 
@@ -160,3 +162,19 @@ def checked_ping(client: Client) -> dict:
     if pong.get("protocol") != PROTOCOL:
         raise Unreachable(f"the daemon speaks protocol {pong.get('protocol')}, this client protocol {PROTOCOL}")
     return pong
+
+
+def wait_until_answering(proc: subprocess.Popen, path: Path | None = None, timeout_s: float = 60) -> str | None:
+    """Wait for the worker just started as `proc` to answer ping (at `path`, or where clients
+    look): None once it does, else why not ("exited", or "silent" after `timeout_s`)."""
+    end = time.monotonic() + timeout_s
+    while time.monotonic() < end:
+        if proc.poll() is not None:
+            return "exited"
+        try:
+            with Client(path, timeout=5) as c:
+                c.call("ping")
+            return None
+        except (Unreachable, LoncaError, OSError):
+            time.sleep(0.05)
+    return "silent"

@@ -3,9 +3,8 @@ stopped together on Ctrl-C; `--demo` adds a demo repository and simulated agents
 import os
 import subprocess
 import sys
-import time
 
-from lonca.client import Client, Unreachable
+from lonca.client import wait_until_answering
 from lonca.output import OK, USAGE, Usage
 
 DEFAULT_PORT = 8765
@@ -51,18 +50,12 @@ def cmd_console(args) -> int:
     return OK
 
 
-def _wait_for_worker(proc: subprocess.Popen, deadline_s: float = 60) -> None:
-    end = time.time() + deadline_s
-    while time.time() < end:
-        if proc.poll() is not None:
-            raise Usage("the worker exited at start; its messages are above")
-        try:
-            with Client(timeout=5) as c:
-                c.call("ping")
-            return
-        except (Unreachable, OSError):
-            time.sleep(0.1)
-    raise Usage("the worker did not answer ping within a minute")
+def _wait_for_worker(proc: subprocess.Popen) -> None:
+    why = wait_until_answering(proc)
+    if why == "exited":
+        raise Usage("the worker exited at start; its messages are above")
+    if why:
+        raise Usage("the worker did not answer ping within a minute")
 
 
 def cmd_up(args) -> int:

@@ -5,7 +5,6 @@ import os
 import secrets
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -65,19 +64,11 @@ class Worker:
     def start(self) -> "Worker":
         self.proc = subprocess.Popen([sys.executable, "-m", "lonca", "daemon"], env=self.env, cwd=self.tmp,
                                      stdout=open(self.output, "ab"), stderr=subprocess.STDOUT)
-        deadline = time.time() + 30
-        while time.time() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"the worker exited: {self.output.read_text()}")
-            if self.socket.exists():
-                try:
-                    with self.client() as c:
-                        c.call("ping")
-                    return self
-                except Exception:
-                    pass
-            time.sleep(0.05)
-        raise RuntimeError(f"the worker did not answer: {self.output.read_text()}")
+        from lonca.client import wait_until_answering
+        why = wait_until_answering(self.proc, self.socket, 30)
+        if why:
+            raise RuntimeError(f"the worker {'exited' if why == 'exited' else 'did not answer'}: {self.output.read_text()}")
+        return self
 
     def stop(self) -> None:
         if self.proc and self.proc.poll() is None:
