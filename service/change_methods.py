@@ -131,7 +131,8 @@ async def prepare(call: Call, rs: RepoState, base: str, files: list[dict], messa
         if not commit_exists(store, base):
             return None
         base_map = d.tree_maps.get(store, base)
-        commit, new_map = build_commit(store, base, files, message, author, d.now_ms(), base_map)
+        commit, new_map = build_commit(store, base, files, message, author, d.now_ms(), base_map,
+                                       rs.policy.case_twins)
         facts = facts_of(store, d.symbols, base, base_map, new_map)
         mismatches = compare_claim(claim, facts) if claim is not None else []
         return Prepared(commit, facts_json(facts), list(facts.syntax_errors), mismatches, base_map,
@@ -156,9 +157,10 @@ def check_claim(value) -> dict:
     return claim
 
 
-def decide_proposal(rs: RepoState, session: str, facts: dict, base: str, base_map, trunk_map,
+def decide_proposal(rs: RepoState, session: str, change: str | None, facts: dict, base: str, base_map, trunk_map,
                     now: int, mismatches: list[dict]) -> tuple[dict, list[dict], list]:
-    """(decision, details, used lease items) for a proposal by agent session `session`."""
+    """(decision, details, used lease items) for a proposal by agent session `session`; `change`
+    is the change it is a new version of, or None."""
     deny_r, esc_r, info_r = [], [], []
     if rs.frozen:
         deny_r.append(f"frozen:{rs.frozen}")
@@ -197,8 +199,9 @@ def decide_proposal(rs: RepoState, session: str, facts: dict, base: str, base_ma
     if deny_r:
         return deny(*deny_r, *esc_r, *info_r), details, []
     ws = rs.workspace_sessions(session)
+    # a new version of a pending change takes its place itself: it replaces only the others
     info_r += [f"replaces:{c}" for c in sorted(c.id for c in rs.changes.values()
-                                                if c.session in ws and c.status["status"] == "pending")]
+                                                if c.session in ws and c.status["status"] == "pending" and c.id != change)]
     outcome = "escalate" if esc_r else "allow"
     return {"outcome": outcome, "reasons": list(dict.fromkeys(esc_r + info_r))}, details, used
 
@@ -254,7 +257,7 @@ def _decide_propose(call: Call, rs: RepoState, me: str, change: str | None, base
         decision, details, used = deny("unknown_base"), [], []
     else:
         commit, facts, syntax, mismatches = prepared.commit, prepared.facts, prepared.syntax_errors, prepared.mismatches
-        decision, details, used = decide_proposal(rs, me, facts, base, prepared.base_map, prepared.trunk_map,
+        decision, details, used = decide_proposal(rs, me, change, facts, base, prepared.base_map, prepared.trunk_map,
                                                   now, mismatches)
     cid = change or new_change_id()
     if change is not None:
@@ -304,7 +307,8 @@ def _apply_propose(st: State, rs: RepoState, entry: dict, op: dict, outcome: str
     for reason in entry["decision"]["reasons"]:
         if reason.startswith("replaces:"):
             gone = rs.changes.get(reason.split(":", 1)[1])
-            if gone and gone.status["status"] == "pending":
+            # logs written before the fix name the new version itself: it is never withdrawn
+            if gone and gone.id != rec.id and gone.status["status"] == "pending":
                 leave_queue(rs, gone.id, {"status": "withdrawn"})
         elif reason.startswith("affected_lease:"):
             _, sess, set_id = reason.split(":", 2)

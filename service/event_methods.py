@@ -8,7 +8,7 @@ from . import scope as scopes
 from .auth import new_agent_token, token_hash
 from .lease_model import split
 from .log import Draft, allow, deny
-from .methods import Call, expect, method, params_of
+from .methods import Call, expect, expect_agent_name, method, params_of
 from .session_methods import check_scope
 from .state import RepoState, SessionRec, State, register
 from .store import TokenRow
@@ -127,7 +127,7 @@ def _apply_negotiate(st: State, rs: RepoState, entry: dict, op: dict, outcome: s
 async def attenuate(call: Call) -> dict:
     p = params_of(call, {"agent", "scope", "expires_ms", "leases"}, {"agent", "scope", "expires_ms"})
     d, rs, me = call.daemon, call.repo_state(), call.auth.session
-    agent = expect(p["agent"], str, "agent")
+    agent = expect_agent_name(p["agent"], "agent")
     child_scope = check_scope(p["scope"])
     expires = expect(p["expires_ms"], int, "expires_ms")
     lent = expect(p.get("leases"), list, "leases", nullable=True) or []

@@ -1,6 +1,7 @@
 """The method table: every method with the credential it requires (seed 001, "Credentials").
 docs/decisions.md, "Daemon authentication", lists the same table; a test keeps both equal."""
 import re
+import unicodedata
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Awaitable, Callable
 
@@ -82,4 +83,21 @@ def expect_id(value, name: str, what: str) -> str:
     value = expect(value, str, name)
     if not _ID_RE.match(value):
         raise LoncaError("invalid", f"{what} is letters, digits, '.', '_' and '-', at most 64")
+    return value
+
+
+# what libgit2 trims from both ends of a signature's name; a name of nothing else is refused
+_GIT_NAME_CRUD = "".join(map(chr, range(33))) + ".,:;<>\"\\'"
+
+
+def expect_agent_name(value, name: str) -> str:
+    """An agent's name, which becomes the author of its commits: 1 to 128 characters, none of
+    them a control character, a line or paragraph separator, < or > (git refuses those in an
+    author), and more than the punctuation git trims from a name's ends."""
+    value = expect(value, str, name)
+    bad = [ch for ch in value if ch in "<>" or unicodedata.category(ch) in ("Cc", "Cs", "Zl", "Zp")]
+    if not 1 <= len(value) <= 128 or bad or not value.strip(_GIT_NAME_CRUD):
+        shown = f" ({bad[0]!r} is not allowed)" if bad else ""
+        raise LoncaError("invalid", f"{name} is a name of 1 to 128 characters without control characters, "
+                                    f"< or >, that git can take as an author{shown}")
     return value

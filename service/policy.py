@@ -21,6 +21,7 @@ class Policy:
     critical_paths: tuple[str, ...] = ("lonca.toml",)
     agent_changes: str = "allow"  # or "human": every agent change waits for a human
     approvals_required: int = 1
+    case_twins: bool = False  # a new path may differ from another only in case (service/paths.py)
     # [verification]
     build: tuple[str, ...] | None = None
     tests: tuple[str, ...] | None = None
@@ -85,6 +86,7 @@ _KEYS = {
     ("review", "critical_paths"): ("critical_paths", lambda v: tuple(map(str, v))),
     ("review", "agent_changes"): ("agent_changes", str),
     ("review", "approvals"): ("approvals_required", int),
+    ("review", "case_twins"): ("case_twins", bool),
     ("verification", "build"): ("build", lambda v: tuple(map(str, v))),
     ("verification", "tests"): ("tests", lambda v: tuple(map(str, v))),
     ("verification", "extended"): ("extended", lambda v: tuple(map(str, v))),

@@ -4,7 +4,7 @@ from lonca.protocol import LoncaError
 
 from .auth import new_agent_token, token_hash
 from .log import Draft, allow
-from .methods import Call, expect, expect_id, method, params_of
+from .methods import Call, expect, expect_agent_name, expect_id, method, params_of
 from .state import RepoState
 from .store import TokenRow
 
@@ -41,9 +41,7 @@ def decide_session_start(call: Call, rs: RepoState, op: dict) -> Draft:
     sid = expect_id(op["session"], "op.session", "a session id")
     if sid in rs.sessions:
         raise LoncaError("invalid", f"the session {sid} exists; sign a new session id")
-    agent = expect(op["agent"], str, "op.agent")
-    if not agent or len(agent) > 128:
-        raise LoncaError("invalid", "op.agent is a name of 1 to 128 characters")
+    expect_agent_name(op["agent"], "op.agent")
     expect(op.get("model"), str, "op.model", nullable=True)
     expect(op.get("task"), str, "op.task", nullable=True)
     expect(op.get("harness"), str, "op.harness", nullable=True)
