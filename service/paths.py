@@ -77,7 +77,7 @@ def check_path(path, symlink: bool = False) -> str:
     parts = path.split("/")
     for name in parts:
         if name in ("", ".", ".."):
-            raise _invalid(path, f"has {'an empty' if not name else repr(name)} name; write it as a plain relative path")
+            raise _invalid(path, f"has {'an empty' if not name else 'a ' + repr(name)} name; write it as a plain relative path")
         if len(name.encode("utf-8")) > SEGMENT_MAX:
             raise _invalid(path, f"has a name longer than {SEGMENT_MAX} bytes")
         if is_git_dir(name):
@@ -161,12 +161,18 @@ class _Base:
 
 
 def check_tree(repo: pygit2.Repository, base_tree: pygit2.Tree, files: list[dict], case_twins: bool) -> None:
-    """Refuses a change whose tree would hold one path as a file and as a directory (with the base
-    or within the change), and, unless `case_twins`, a new name that a case-insensitive file
+    """Refuses a change that deletes what the base does not have as a file, whose tree would hold
+    one path as a file and as a directory (with the base or within the change), and, unless `case_twins`, a new name that a case-insensitive file
     system would take for another name of the same directory. `files` are check_files's."""
     written = {f["path"] for f in files if f["data"] is not None}
     deleted = {f["path"] for f in files if f["data"] is None}
     base = _Base(repo, base_tree)
+    for path in sorted(deleted):
+        mode = base.mode(path)
+        if mode is None:
+            raise _invalid(path, "is not in the base, so there is nothing to delete; propose on the base you changed")
+        if mode == TREE:
+            raise _invalid(path, "is a directory; delete each file in it")
     for path in sorted(written):
         parts = path.split("/")
         in_base = True  # the directories above are the base's so far
