@@ -44,17 +44,15 @@ def is_git_dir(name: str) -> bool:
     return _git_spelling(name) in (".git", "git~1")
 
 
-def _shown(path: str) -> str:
-    return repr(path)  # control characters and lone surrogates escaped, so the message is one line
-
-
 def _bad_char(path: str) -> str | None:
     for ch in path:
         if ch == "\\":
             return "a backslash (directories are separated by /)"
         cat = unicodedata.category(ch)
-        if cat == "Cc" or cat in ("Zl", "Zp"):
+        if cat == "Cc":
             return f"the control character U+{ord(ch):04X}"
+        if cat in ("Zl", "Zp"):
+            return f"the line separator U+{ord(ch):04X}"
         if cat == "Cs":
             return "a lone surrogate (not UTF-8)"
     return None
@@ -127,7 +125,8 @@ def fold(name: str) -> str:
 
 
 def _invalid(path: str, why: str) -> LoncaError:
-    return LoncaError("invalid", f"the path {_shown(path)} {why}")
+    # repr: control characters and lone surrogates escaped, so the message stays one line
+    return LoncaError("invalid", f"the path {path!r} {why}")
 
 
 class _Base:
