@@ -96,7 +96,8 @@ def lease_what_preview_says(c, token, base, files) -> dict:
     return propose(c, token, base, files, claim=claim_of(pv["facts"]))
 
 
-# Most of these are about trees, not the store: they run on SQLite only, the rest on both.
+# Most of these are about trees, not the store: they run on SQLite only; the NUL example and the
+# re-proposal (state replayed from the log) run on PostgreSQL too.
 SQLITE = pytest.mark.parametrize("database_url", [None])
 
 
@@ -187,6 +188,7 @@ def test_case_twins_refused_unless_the_policy_allows_them(repo_env):
     assert preview(c, agent, env.trunk, [fc("readme.md", "x")])["facts"]["added_files"] == ["readme.md"]
 
 
+@SQLITE
 def test_symlinks_added_retargeted_deleted_and_replaced(repo_env):
     env, c = repo_env, repo_env.client
     agent_s = env.agent("agent")
@@ -251,8 +253,9 @@ def test_repropose_of_a_pending_change_keeps_the_new_version(repo_env):
     assert content(c, agent, env.trunk, "lonca.toml") == "[leases]\nshared = false\n"
 
 
+@SQLITE
 def test_agent_names_git_refuses_are_refused_where_they_enter(repo_env):
-    env = repo_env
+    env, c = repo_env, repo_env.client
     parent = env.agent("parent")["token"]
     for name in ("evil <x@example.com>", "a>b", "two\nlines", "nul\x00", "tab\tbed", "\u2028", '"', " . ", "", "n" * 129):
         op = session_op(agent=name)
@@ -263,11 +266,7 @@ def test_agent_names_git_refuses_are_refused_where_they_enter(repo_env):
             env.client.call("cap.attenuate", {"agent": name, "scope": op["scope"], "expires_ms": op["expires_ms"] - 1000},
                             token=parent)
         assert e.value.code == "invalid", name
-
-
-@SQLITE
-def test_agent_name_git_takes_becomes_the_author(repo_env):
-    env, c = repo_env, repo_env.client
+    # a name git takes, punctuation and all, is the author of an integrated change
     agent = env.agent("Claude Code (opus) · é")["token"]
     res = lease_what_preview_says(c, agent, env.trunk, [fc("lib/util.py", "def helper():\n    return 43\n")])
     assert settled(c, agent, res["change"])["status"]["status"] == "integrated"
@@ -292,9 +291,10 @@ def git_oracle(tmp_path_factory):
 
 def git_refuses(oracle, path: str, mode: str) -> bool:
     repo, blob = oracle
+    index = repo / ".git" / "oracle-index"
+    index.unlink(missing_ok=True)  # each name is tried alone, in an empty index
     res = subprocess.run(["git", "update-index", "--add", "--cacheinfo", f"{mode},{blob},{path}"], cwd=repo,
-                         capture_output=True)
-    subprocess.run(["git", "rm", "-q", "--cached", "--ignore-unmatch", "--", path], cwd=repo, capture_output=True)
+                         env={**os.environ, "GIT_INDEX_FILE": str(index)}, capture_output=True)
     return res.returncode != 0
 
 
@@ -307,7 +307,7 @@ def we_refuse(path: str, symlink: bool) -> bool:
         return True
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(st.sampled_from(NAME_PIECES), min_size=1, max_size=6).map("".join), st.booleans())
 def test_every_name_git_refuses_is_refused(git_oracle, path, symlink):
     if "\x00" in path:
