@@ -246,7 +246,12 @@ def test_repropose_of_a_pending_change_keeps_the_new_version(repo_env):
     got = c.call("change.get", {"change": first["change"]}, token=agent)
     pending = env.status()["pending"]
     assert [p["change"] for p in pending] == [first["change"]] and pending[0]["seq"] != seq1
-    assert got["version"] == 2 and got["status"] == {"status": "pending", "seq": pending[0]["seq"]}
+    assert got["version"] == 2 and got["versions"] == [seq1, pending[0]["seq"]]
+    assert got["status"] == {"status": "pending", "seq": pending[0]["seq"]}
+    env.w.stop()  # the state replayed from the log says the same
+    env.w.start()
+    env.client = c = env.w.client().connect()
+    assert c.call("change.get", {"change": first["change"]}, token=agent) == got
     assert env.submit({"op": "approve", "target_seq": seq1, "note": None})["decision"]["reasons"] == ["not_pending"]
     assert env.submit({"op": "approve", "target_seq": pending[0]["seq"], "note": "ok"})["decision"]["outcome"] == "allow"
     assert settled(c, agent, first["change"])["status"]["status"] == "integrated"
