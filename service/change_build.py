@@ -104,8 +104,8 @@ def build_commit(repo: pygit2.Repository, base: str, files: list[dict], message:
     index = pygit2.Index()
     index.read_tree(base_tree)
     for f in files:  # deletions first: a file may take the place of a directory this change empties
-        if f["data"] is None and f["path"] in base_map:
-            index.remove(f["path"])
+        if f["data"] is None:
+            index.remove(f["path"])  # a file of the base: check_tree refused any other deletion
     for f in files:
         if f["data"] is None:
             continue
