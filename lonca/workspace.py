@@ -225,8 +225,9 @@ def _restore_backup(ws: Workspace) -> None:
         return
     saved = json.loads(backup.read_text())
     if ws.base != saved["base_after"]:
-        git(ws.root, "reset", "-q", "--mixed", saved["base_before"])
         _write_files(ws.root, saved["files"])
+        if git(ws.root, "rev-parse", "HEAD").decode().strip() != saved["base_before"]:
+            git(ws.root, "reset", "-q", "--mixed", saved["base_before"])  # fails? the backup stays for the next try
         ws.base = saved["base_before"]
         ws.save()
     backup.unlink()
@@ -316,8 +317,8 @@ def sync(ws: Workspace, client: Client) -> dict:
     except BaseException as e:
         ws.base = before
         _restore_backup(ws)
-        if isinstance(e, OSError):
-            raise Usage(f"sync could not write the workspace ({e}); it is as it was before the sync") from None
+        if isinstance(e, (OSError, Usage)):
+            raise Usage(f"sync stopped ({e}); the workspace is as it was before the sync") from None
         raise
     backup_file(ws.root).unlink()
     return {"base_before": before, "base_after": m["trunk"], "updated": m["updated"], "merged": m["merged"],

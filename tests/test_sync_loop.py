@@ -85,3 +85,107 @@ def test_the_readme_loop_three_rounds(worker, source_repo, tmp_path):
         assert fee in (a / "app.py").read_text() and answer in (a / "lib" / "util.py").read_text()
         assert fee in (b / "app.py").read_text()
     assert (a / "app.py").stat().st_mode & 0o111  # the executable bit trunk has stayed
+
+
+def git_in(cwd, *args):
+    env = {"GIT_AUTHOR_NAME": "T", "GIT_AUTHOR_EMAIL": "t@example.invalid", "GIT_COMMITTER_NAME": "T",
+           "GIT_COMMITTER_EMAIL": "t@example.invalid", "PATH": "/usr/bin:/bin"}
+    subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True)
+
+
+@pytest.fixture
+def many_files(tmp_path):
+    """A source repository with a file for each kind of local change sync must keep."""
+    src = tmp_path / "many"
+    src.mkdir()
+    git_in(src, "init", "-q", "-b", "main")
+    files = {"app.py": "def charge(amount):\n    return amount * 2\n",
+             "notes.txt": "keep me\n", "README.md": "# Demo\n\n## Install\n\nRun it.\n",
+             "gone.py": "def gone():\n    return 1\n", "tool.sh": "echo one\necho two\necho three\n",
+             "conf": "a = 1\n", ".gitignore": "build/\n", "lib/util.py": "def helper():\n    return 42\n"}
+    for path, text in files.items():
+        (src / path).parent.mkdir(parents=True, exist_ok=True)
+        (src / path).write_text(text)
+    git_in(src, "add", ".")
+    git_in(src, "commit", "-qm", "first")
+    return src
+
+
+def snapshot(ws) -> dict:
+    """Every file of the workspace but git's own, with its mode; HEAD and the recorded base."""
+    files = {str(p.relative_to(ws)): (p.read_bytes(), p.stat().st_mode & 0o777) for p in ws.rglob("*")
+             if p.is_file() and ".git" not in p.parts and ".lonca" not in p.parts}
+    meta = json.loads((ws / ".lonca" / "workspace.json").read_text())
+    return {"files": files, "head": git_out(ws, "rev-parse", "HEAD"), "base": meta["base"],
+            "status": git_out(ws, "status", "--porcelain", "--untracked-files=all")}
+
+
+def test_sync_keeps_every_kind_of_local_change_and_undoes_a_failed_write(worker, many_files, tmp_path):
+    w = worker
+    w.cli_json("init", "demo", "--import", str(many_files))
+    a, b, c = tmp_path / "ada", tmp_path / "bob", tmp_path / "cy"
+    for name, ws in (("ada", a), ("bob", b), ("cy", c)):
+        run(w, "session", "start", "--agent", name, "--dir", str(ws), "--json")
+    # bob: one change touching every kind of path, integrated
+    run(w, "lease", "acquire", "app.py#charge", "gone.py#gone", "gone.py#<file>", "added.py#<file>", "tool.sh#<file>",
+        "pkg/sub/new.py#<file>", "build#<file>", "--intent", "a bit of everything", "--json", cwd=b)
+    (b / "app.py").write_text("def charge(amount):\n    return amount * 3\n")
+    (b / "gone.py").unlink()
+    (b / "added.py").write_text("def added():\n    return 'bob'\n")
+    (b / "tool.sh").write_text("echo one\necho two\necho three\necho four\n")
+    (b / "pkg" / "sub").mkdir(parents=True)
+    (b / "pkg" / "sub" / "new.py").write_text("def new():\n    return 0\n")
+    (b / "build").write_text("not a folder\n")
+    p = run(w, "propose", "-m", "a bit of everything", "--json", cwd=b)
+    assert p["status"] == "queued", p
+    trunk = wait_integrated(w, p["change"])["trunk"]
+
+    # ada: local changes of each kind, none proposed
+    (a / "notes.txt").write_text("keep me, edited\n")               # trunk left it alone
+    (a / "gone.py").write_text("def gone():\n    return 2\n")        # trunk deleted it
+    (a / "added.py").write_text("def added():\n    return 'ada'\n")  # trunk added it, other content
+    (a / "tool.sh").chmod(0o755)                                      # the executable bit, trunk edited it
+    (a / "deep" / "new").mkdir(parents=True)
+    (a / "deep" / "new" / "file.py").write_text("x = 1\n")           # a file in new folders
+    (a / "conf").unlink()
+    (a / "conf").mkdir()
+    (a / "conf" / "main.toml").write_text("a = 2\n")                 # a file replaced by a folder
+    untouched = {p: (a / p).stat() for p in ("README.md", "notes.txt", "lib/util.py")}
+    s = run(w, "sync", "--json", cwd=a)
+    assert s["base_after"] == trunk
+    assert sorted(x["path"] for x in s["conflicts"]) == ["added.py", "gone.py"]
+    for p, st in untouched.items():  # trunk and ada agree, or trunk left it alone: not even rewritten
+        assert ((a / p).stat().st_ino, (a / p).stat().st_mtime_ns) == (st.st_ino, st.st_mtime_ns), p
+    assert (a / "notes.txt").read_text() == "keep me, edited\n"
+    assert "return 2" in (a / "gone.py").read_text()
+    added = (a / "added.py").read_text()
+    assert "'ada'" in added and "'bob'" in added and "<<<<<<< local" in added
+    assert (a / "tool.sh").read_text().endswith("echo four\n") and (a / "tool.sh").stat().st_mode & 0o100
+    assert (a / "deep" / "new" / "file.py").read_text() == "x = 1\n"
+    assert (a / "conf" / "main.toml").read_text() == "a = 2\n"
+    assert "amount * 3" in (a / "app.py").read_text() and (a / "pkg" / "sub" / "new.py").exists()
+    assert (a / "build").read_text() == "not a folder\n"
+    status = set(git_out(a, "status", "--porcelain", "--untracked-files=all").splitlines())
+    assert status == {" M notes.txt", "?? gone.py", " M added.py", " M tool.sh", "?? deep/new/file.py",
+                      " D conf", "?? conf/main.toml"}
+
+    # cy: trunk's new file `build` meets a folder of ignored files, so the write fails half-way;
+    # the workspace is put back as it was, then syncs once the folder is gone
+    (c / "README.md").write_text("# Demo, by cy\n")
+    (c / "build").mkdir()
+    (c / "build" / "out.bin").write_bytes(b"\x00\x01")
+    before = snapshot(c)
+    failed = w.cli("sync", "--json", cwd=c)
+    assert failed.returncode == 3 and failed.stdout == "" and "as it was before the sync" in failed.stderr
+    assert snapshot(c) == before and not (c / ".lonca" / "sync-backup.json").exists()
+    (c / "build" / "out.bin").unlink()
+    (c / "build").rmdir()
+    before = snapshot(c)
+    (c / ".git" / "index.lock").write_text("")  # another git runs: every file is written, then git fails
+    failed = w.cli("sync", "--json", cwd=c)
+    assert failed.returncode == 3 and "index.lock" in failed.stderr and "as it was before the sync" in failed.stderr
+    assert snapshot(c) == before and not (c / ".lonca" / "sync-backup.json").exists()
+    (c / ".git" / "index.lock").unlink()
+    s = run(w, "sync", "--json", cwd=c)
+    assert s["base_after"] == trunk and s["conflicts"] == []
+    assert git_out(c, "status", "--porcelain", "--untracked-files=all") == " M README.md\n"
