@@ -19,7 +19,6 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import pygit2
 
 from lonca.client import Client
 from lonca.humankeys import private_file_ok, write_private
@@ -327,6 +326,7 @@ def sync(ws: Workspace, client: Client) -> dict:
 
 def end_files(ws: Workspace) -> list[dict]:
     """session.end's files: each local change as {"path", "entry": {"mode", "blob"} | null}."""
+    import pygit2  # only here: importing it costs every other CLI call about 30 ms
     out = []
     for f in local_changes(ws):
         entry = None
