@@ -25,14 +25,18 @@ def git_out(ws, *args) -> str:
     return subprocess.run(["git", "-C", str(ws), *args], capture_output=True, text=True, check=True).stdout
 
 
-def wait_integrated(w, change, timeout=30) -> dict:
-    deadline = time.time() + timeout
+def wait_integrated(w, ws, change, timeout=30) -> dict:
+    """Follow `lonca events` in the workspace until the change is integrated, as the README does;
+    then trunk and the change as status shows them."""
+    deadline, start = time.time() + timeout, 1
     while time.time() < deadline:
-        st = run(w, "status", "--json")
-        found = [c for c in st["changes"] if c["change"] == change]
-        if found and found[0]["status"]["status"] == "integrated":
-            return {"trunk": st["trunk"], "change": found[0]}
-        assert not found or found[0]["status"]["status"] == "queued", found
+        ev = run(w, "events", "--from", str(start), "--json", cwd=ws)
+        start = ev["next"]
+        mine = [e for e in ev["events"] if e.get("change") == change]
+        assert not any(e["kind"] in ("conflicted", "failed", "rejected", "withdrawn") for e in mine), mine
+        if any(e["kind"] == "integrated" for e in mine):
+            st = run(w, "status", "--json")
+            return {"trunk": st["trunk"], "change": next(c for c in st["changes"] if c["change"] == change)}
         time.sleep(0.2)
     raise AssertionError(f"{change} was never integrated")
 
@@ -47,7 +51,7 @@ def edit_round(w, ws, symbol, path, old, new, intent) -> dict:
     assert git_out(ws, "status", "--porcelain") == f" M {path}\n"
     p = run(w, "propose", "-m", intent, "--json", cwd=ws)
     assert p["status"] == "queued", p
-    done = wait_integrated(w, p["change"])
+    done = wait_integrated(w, ws, p["change"])
     assert done["change"]["paths"] == [path]  # only the new edit was proposed
     return done
 
@@ -138,7 +142,7 @@ def test_sync_keeps_every_kind_of_local_change_and_undoes_a_failed_write(worker,
     (b / "build").write_text("not a folder\n")
     p = run(w, "propose", "-m", "a bit of everything", "--json", cwd=b)
     assert p["status"] == "queued", p
-    trunk = wait_integrated(w, p["change"])["trunk"]
+    trunk = wait_integrated(w, b, p["change"])["trunk"]
 
     # ada: local changes of each kind, none proposed
     (a / "notes.txt").write_text("keep me, edited\n")               # trunk left it alone
