@@ -3,7 +3,10 @@ start, lease, edit, propose, wait for integration, sync, edit again, propose —
 with another agent's change integrated in between. After each sync the workspace is trunk exactly
 (`git status` clean, nothing lost) and the next proposal holds only the new edit (issue 11)."""
 import json
+import os
+import signal
 import subprocess
+import sys
 import time
 
 import pytest
@@ -193,3 +196,52 @@ def test_sync_keeps_every_kind_of_local_change_and_undoes_a_failed_write(worker,
     s = run(w, "sync", "--json", cwd=c)
     assert s["base_after"] == trunk and s["conflicts"] == []
     assert git_out(c, "status", "--porcelain", "--untracked-files=all") == " M README.md\n"
+
+
+def test_a_sync_killed_half_way_is_undone_by_the_next_read(worker, source_repo, tmp_path):
+    """SIGKILL while git moves the base, after sync wrote trunk's files: the next command that reads
+    the local changes (here the read-only preview tool) puts the workspace back first, so trunk's
+    files are never taken for the agent's edits; the next sync then lands as if nothing happened."""
+    w = worker
+    w.cli_json("init", "demo", "--import", str(source_repo))
+    b, c = tmp_path / "bob", tmp_path / "cy"
+    run(w, "session", "start", "--agent", "bob", "--dir", str(b), "--json")
+    run(w, "session", "start", "--agent", "cy", "--dir", str(c), "--json")
+    run(w, "lease", "acquire", "app.py#charge", "docs/new/guide.md#<file>", "--intent", "x", "--json", cwd=b)
+    (b / "app.py").write_text((b / "app.py").read_text().replace("amount * 2", "amount * 5"))
+    (b / "docs" / "new").mkdir(parents=True)
+    (b / "docs" / "new" / "guide.md").write_text("# Guide\n")
+    trunk = wait_integrated(w, b, run(w, "propose", "-m", "x", "--json", cwd=b)["change"])["trunk"]
+
+    (c / "README.md").write_text("# Demo, by cy\n")
+    before = snapshot(c)
+    # git asks this fsmonitor hook on each index refresh; it blocks while a sync's backup exists,
+    # that is in `git reset` after every file is written, and says where it is
+    mark, hook = tmp_path / "blocked", tmp_path / "fsmonitor.sh"
+    hook.write_text(f"#!/bin/sh\nif [ -e .lonca/sync-backup.json ]; then touch {mark}; sleep 60; fi\nexit 1\n")
+    hook.chmod(0o755)
+    git_in(c, "config", "core.fsmonitor", str(hook))
+    proc = subprocess.Popen([sys.executable, "-m", "lonca", "sync", "--json"], cwd=c, env=w.env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.time() + 60
+    while not mark.exists():
+        assert proc.poll() is None and time.time() < deadline, "sync never reached git reset"
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    git_in(c, "config", "--unset", "core.fsmonitor")
+    (c / ".git" / "index.lock").unlink(missing_ok=True)  # git's own lock, left by the kill
+    assert "amount * 5" in (c / "app.py").read_text()  # half-way: trunk's files stand as if local edits
+    assert (c / ".lonca" / "sync-backup.json").exists()
+
+    res = subprocess.run([sys.executable, "-m", "lonca", "--mode", "json", "call", "lonca:change:preview"], cwd=c,
+                         env=w.env, input="{}", capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    facts = json.loads(res.stdout)[0]["payload"]["data"]["output"]["facts"]
+    assert facts["modified_files"] == ["README.md"] and facts["added_files"] == []
+    assert snapshot(c) == before and not (c / ".lonca" / "sync-backup.json").exists()
+
+    s = run(w, "sync", "--json", cwd=c)
+    assert s["base_after"] == trunk and s["conflicts"] == []
+    assert git_out(c, "status", "--porcelain", "--untracked-files=all") == " M README.md\n"
+    assert (c / "docs" / "new" / "guide.md").read_text() == "# Guide\n" and "amount * 5" in (c / "app.py").read_text()
