@@ -30,9 +30,9 @@ MARKERS = (b"<<<<<<< local", b"=======", b">>>>>>> trunk")
 EXCLUDES = "/.lonca/\n*.trunk\n"
 
 
-def git(root: Path, *args: str) -> bytes:
+def git(root: Path, *args: str, input: bytes | None = None) -> bytes:
     try:
-        res = subprocess.run(["git", "-C", str(root), *args], capture_output=True, timeout=GIT_TIMEOUT_S)
+        res = subprocess.run(["git", "-C", str(root), *args], capture_output=True, timeout=GIT_TIMEOUT_S, input=input)
     except FileNotFoundError:
         raise Usage("git is not installed; workspaces are git checkouts") from None
     except subprocess.TimeoutExpired:
@@ -287,6 +287,24 @@ def _conflict_writes(m: dict, local: dict[str, dict]) -> tuple[list[dict], list[
     return writes, conflicts
 
 
+def _blobs(root: Path, oids: set[str]) -> dict[str, bytes]:
+    """The contents of blobs the workspace fetched with trunk, in one `git cat-file --batch`."""
+    if not oids:
+        return {}
+    order = sorted(oids)
+    out = git(root, "cat-file", "--batch", input="".join(f"{o}\n" for o in order).encode())
+    blobs, at = {}, 0
+    for oid in order:
+        nl = out.index(b"\n", at)
+        header = out[at:nl].split()
+        if len(header) != 3 or header[1] != b"blob":
+            raise Usage(f"trunk's blob {oid} is missing from this workspace; run `lonca sync` again")
+        size = int(header[2])
+        blobs[oid] = out[nl + 1: nl + 1 + size]
+        at = nl + 1 + size + 1
+    return blobs
+
+
 def sync(ws: Workspace, client: Client) -> dict:
     token = ws.agent_token()
     files = local_changes(ws)
@@ -300,14 +318,16 @@ def sync(ws: Workspace, client: Client) -> dict:
         return {"base_before": before, "base_after": before, "updated": [], "merged": [], "conflicts": []}
     m = client.call("trunk.merge", {"base": before, "files": files}, repo=ws.repo, token=token)
     marked, conflicts = _conflict_writes(m, {f["path"]: f for f in files})
-    writes = []
+    blobs = _blobs(ws.root, {f["blob"] for f in m["files"] if "blob" in f})
+    writes, held = [], []  # what to write where it is not there yet, and what stands there now
     for f in m["files"] + marked:
-        target = {"path": f["path"], "content_b64": f["content_b64"], "mode": f["mode"] if f["content_b64"] is not None else None}
-        if _file_change(ws.root, f["path"]) != target:
+        content = base64.b64encode(blobs[f["blob"]]).decode() if "blob" in f else f["content_b64"]
+        target = {"path": f["path"], "content_b64": content, "mode": f["mode"] if content is not None else None}
+        now = _file_change(ws.root, f["path"])
+        if now != target:
             writes.append(target)
-    write_private(backup_file(ws.root), json.dumps({
-        "base_before": before, "base_after": m["trunk"],
-        "files": [_file_change(ws.root, f["path"]) for f in writes]}).encode())
+            held.append(now)
+    write_private(backup_file(ws.root), json.dumps({"base_before": before, "base_after": m["trunk"], "files": held}).encode())
     try:
         _write_files(ws.root, writes)
         git(ws.root, "reset", "-q", "--mixed", m["trunk"])  # HEAD and index to trunk; the files stay

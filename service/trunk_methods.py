@@ -64,9 +64,11 @@ async def trunk_merge(call: Call) -> dict:
     """{"base", "files"} (the workspace's local changes) -> the same changes on today's trunk:
     {"trunk", "files", "updated", "merged", "conflicts"}. `files` is explicit about every path
     the workspace must change to hold the merge: each path where the merged tree differs from
-    the workspace as sent (base plus its files), with its new content or null; a path not named
-    is already right, whether trunk and the workspace agree on it or it is a local change trunk
-    left alone. Conflicted paths are only in `conflicts`."""
+    the workspace as sent (base plus its files), {"path", "mode", "content_b64"} (null content:
+    remove it), or {"path", "mode", "blob"} where the merge is trunk's own file, which the
+    workspace fetched with trunk (a sync across many trunk changes answers ids, not contents). A
+    path not named is already right, whether trunk and the workspace agree on it or it is a
+    local change trunk left alone. Conflicted paths are only in `conflicts`."""
     p = params_of(call, {"base", "files"}, {"base", "files"})
     d, rs = call.daemon, call.repo_state()
     base = expect(p["base"], str, "base")
@@ -106,9 +108,15 @@ async def trunk_merge(call: Call) -> dict:
         conflicted = {c["path"] for c in conflicts}
         out_files = []
         for path in sorted(set(local_map) | set(after)):
-            if local_map.get(path) != after.get(path) and path not in conflicted:
-                entry = after.get(path)
-                out_files.append({"path": path, "content_b64": base64.b64encode(store[entry.oid].data).decode() if entry else None,
-                                  "mode": mode_name(int(entry.mode, 8)) if entry else None})
+            entry = after.get(path)
+            if local_map.get(path) == entry or path in conflicted:
+                continue
+            if entry is None:
+                out_files.append({"path": path, "content_b64": None, "mode": None})
+            elif before.get(path) == entry:
+                out_files.append({"path": path, "blob": entry.oid, "mode": mode_name(int(entry.mode, 8))})
+            else:
+                out_files.append({"path": path, "content_b64": base64.b64encode(store[entry.oid].data).decode(),
+                                  "mode": mode_name(int(entry.mode, 8))})
         return {"trunk": trunk, "files": out_files, "updated": updated, "merged": result.merged_paths, "conflicts": conflicts}
     return await asyncio.to_thread(work)
