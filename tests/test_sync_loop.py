@@ -1,7 +1,12 @@
-"""The README's agent loop as a newcomer walks it, through the real CLI and a real worker: session
-start, lease, edit, propose, wait for integration, sync, edit again, propose — round after round,
-with another agent's change integrated in between. After each sync the workspace is trunk exactly
-(`git status` clean, nothing lost) and the next proposal holds only the new edit (issue 11)."""
+"""`lonca sync` never loses work (issue 11), through the real CLI and a real worker.
+
+- The README's agent loop as a newcomer walks it: session start, lease, edit, propose, wait with
+  `lonca events`, sync, edit again, propose; three rounds, another agent's change integrated in
+  between. After each sync the workspace is trunk exactly (`git status` clean, nothing lost) and
+  the next proposal holds only the new edit.
+- Every kind of local change survives a sync, trunk's file-to-folder change comes in, and a sync
+  that fails half-way (a write, then git) leaves the workspace as it was.
+- A sync killed half-way is undone by the next command that reads the local changes."""
 import json
 import os
 import signal
@@ -109,7 +114,7 @@ def many_files(tmp_path):
     files = {"app.py": "def charge(amount):\n    return amount * 2\n",
              "notes.txt": "keep me\n", "README.md": "# Demo\n\n## Install\n\nRun it.\n",
              "gone.py": "def gone():\n    return 1\n", "tool.sh": "echo one\necho two\necho three\n",
-             "conf": "a = 1\n", ".gitignore": "build/\n", "lib/util.py": "def helper():\n    return 42\n"}
+             "conf": "a = 1\n", ".gitignore": "build/\n", "old.txt": "a file\n", "lib/util.py": "def helper():\n    return 42\n"}
     for path, text in files.items():
         (src / path).parent.mkdir(parents=True, exist_ok=True)
         (src / path).write_text(text)
@@ -135,7 +140,7 @@ def test_sync_keeps_every_kind_of_local_change_and_undoes_a_failed_write(worker,
         run(w, "session", "start", "--agent", name, "--dir", str(ws), "--json")
     # bob: one change touching every kind of path, integrated
     run(w, "lease", "acquire", "app.py#charge", "gone.py#gone", "gone.py#<file>", "added.py#<file>", "tool.sh#<file>",
-        "pkg/sub/new.py#<file>", "build#<file>", "--intent", "a bit of everything", "--json", cwd=b)
+        "pkg/sub/new.py#<file>", "build#<file>", "old.txt#<file>", "old.txt/inner.txt#<file>", "--intent", "a bit of everything", "--json", cwd=b)
     (b / "app.py").write_text("def charge(amount):\n    return amount * 3\n")
     (b / "gone.py").unlink()
     (b / "added.py").write_text("def added():\n    return 'bob'\n")
@@ -143,6 +148,9 @@ def test_sync_keeps_every_kind_of_local_change_and_undoes_a_failed_write(worker,
     (b / "pkg" / "sub").mkdir(parents=True)
     (b / "pkg" / "sub" / "new.py").write_text("def new():\n    return 0\n")
     (b / "build").write_text("not a folder\n")
+    (b / "old.txt").unlink()
+    (b / "old.txt").mkdir()
+    (b / "old.txt" / "inner.txt").write_text("now a folder\n")  # trunk replaces a file by a folder
     p = run(w, "propose", "-m", "a bit of everything", "--json", cwd=b)
     assert p["status"] == "queued", p
     trunk = wait_integrated(w, b, p["change"])["trunk"]
@@ -172,6 +180,7 @@ def test_sync_keeps_every_kind_of_local_change_and_undoes_a_failed_write(worker,
     assert (a / "conf" / "main.toml").read_text() == "a = 2\n"
     assert "amount * 3" in (a / "app.py").read_text() and (a / "pkg" / "sub" / "new.py").exists()
     assert (a / "build").read_text() == "not a folder\n"
+    assert (a / "old.txt" / "inner.txt").read_text() == "now a folder\n"
     status = set(git_out(a, "status", "--porcelain", "--untracked-files=all").splitlines())
     assert status == {" M notes.txt", "?? gone.py", " M added.py", " M tool.sh", "?? deep/new/file.py",
                       " D conf", "?? conf/main.toml"}
