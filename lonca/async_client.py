@@ -1,13 +1,14 @@
 """The asyncio twin of `lonca.client.Client`, for the console: the same checks of the daemon before
 anything is sent (seed 001, "Verifying the daemon"), one request at a time per connection, and the
-same typed errors. A long poll (`log` with `wait_ms`) holds a socket, not a thread."""
+same typed errors, and the same rules for sending again where nothing ran (`closed`, `busy`, a
+full backlog; see `lonca.client`). A long poll (`log` with `wait_ms`) holds a socket, not a thread."""
 import asyncio
 import itertools
 from pathlib import Path
 
 from lonca import paths
-from lonca.client import (Unreachable, check_peer, expected_uid, parse_response, request_line, result_of,
-                          verify_socket)
+from lonca.client import (CONNECT_AGAIN, Backoff, Unreachable, check_peer, closed_before_reading,
+                          expected_uid, nothing_ran, parse_response, request_line, result_of, verify_socket)
 from lonca.protocol import BIG_LINE_MAX
 
 
@@ -23,10 +24,16 @@ class AsyncClient:
     async def connect(self) -> None:
         uid, from_file = expected_uid()
         verify_socket(self.path, uid, from_file)
-        try:
-            reader, writer = await asyncio.open_unix_connection(str(self.path), limit=BIG_LINE_MAX + 1024)
-        except OSError as e:
-            raise Unreachable(f"cannot connect to {self.path}: {e.strerror or e}") from None
+        backoff = Backoff()
+        while True:
+            try:
+                reader, writer = await asyncio.open_unix_connection(str(self.path), limit=BIG_LINE_MAX + 1024)
+                break
+            except OSError as e:
+                delay = backoff.next_delay() if e.errno in CONNECT_AGAIN else None
+                if delay is None:
+                    raise Unreachable(f"cannot connect to {self.path}: {e.strerror or e}") from None
+                await asyncio.sleep(delay)
         try:
             check_peer(writer.get_extra_info("socket"), uid, self.path)
         except Unreachable:
@@ -41,26 +48,45 @@ class AsyncClient:
 
     async def call(self, method: str, params: dict | None = None, *, repo: str | None = None,
                    token: str | None = None):
+        line = request_line(next(self._ids), method, params, repo, token)
         async with self._lock:
-            if self._writer is None:
-                await self.connect()
-            try:
-                self._writer.write(request_line(next(self._ids), method, params, repo, token))
-                await self._writer.drain()
-                line = await asyncio.wait_for(self._reader.readline(), self.timeout)
-            except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, ValueError) as e:
-                self.close()
-                raise Unreachable(f"the daemon connection failed: {type(e).__name__}") from None
-            except asyncio.CancelledError:
-                self.close()  # the answer may still come: this connection can no longer be trusted in order
-                raise
-            if not line:
-                self.close()
-                raise Unreachable("the daemon closed the connection")
-            resp = parse_response(line)
-            if not resp["ok"] and resp.get("id") == 0:
-                self.close()
-            return result_of(resp)
+            backoff, resent = Backoff(), False
+            while True:
+                fresh = self._writer is None
+                code = nothing_ran(resp := await self._exchange(line))
+                if code == "closed" and not resent:
+                    resent = True
+                    continue
+                delay = backoff.next_delay() if code == "closed" or (code == "busy" and fresh) else None
+                if delay is None:
+                    return result_of(resp)
+                await asyncio.sleep(delay)
+
+    async def _exchange(self, line: bytes) -> dict:
+        fresh = self._writer is None
+        if fresh:
+            await self.connect()
+        try:
+            self._writer.write(line)
+            await self._writer.drain()
+        except OSError:
+            self.close()
+            return closed_before_reading(fresh)
+        try:
+            line = await asyncio.wait_for(self._reader.readline(), self.timeout)
+        except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, ValueError) as e:
+            self.close()
+            raise Unreachable(f"the daemon connection failed: {type(e).__name__}") from None
+        except asyncio.CancelledError:
+            self.close()  # the answer may still come: this connection can no longer be trusted in order
+            raise
+        if not line:
+            self.close()
+            raise Unreachable("the daemon closed the connection")
+        resp = parse_response(line)
+        if not resp["ok"] and resp.get("id") == 0:
+            self.close()
+        return resp
 
 
 class ClientPool:

@@ -11,8 +11,17 @@ from lonca.output import REFUSED, UNREACHABLE, USAGE, Usage, fail
 from lonca.protocol import LoncaError
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse with the seed's exit code for a usage error: 3. argparse's own 2 is the seed's
+    "daemon unreachable", which a harness would retry. Subcommands' parsers are of this class too."""
+
+    def error(self, message: str):
+        self.print_usage(sys.stderr)
+        self.exit(USAGE, f"{self.prog}: error: {message}\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="lonca", description="Symbol leases and a merge queue for AI coding agents, with human review.")
+    p = Parser(prog="lonca", description="Symbol leases and a merge queue for AI coding agents, with human review.")
     p.add_argument("--version", action="version", version=f"lonca {lonca.__version__}")
     p.add_argument("--mode", choices=lonis.MODES, default="human", help="output of the Lonis provider commands")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")

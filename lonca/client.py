@@ -1,6 +1,14 @@
 """The socket client every Lonca client uses (CLI, MCP bridge, Lonis provider, console): it
 verifies the daemon before sending anything (seed 001, "Verifying the daemon"), frames JSON lines,
-and raises typed errors."""
+and raises typed errors.
+
+It sends a request again where the seed says nothing ran: after the `closed` eviction (id 0), or
+a connection the daemon closed before reading the request, at once on one new connection; should
+that be evicted too (many more clients than the daemon's cap, all connecting), and after `busy` on
+a new connection or a full listen backlog (EAGAIN) or no listener yet (ECONNREFUSED) when
+connecting, again with backoff for up to RETRY_S. A connection that ends after the daemon read the
+request is never resent: the daemon may have run it."""
+import errno
 import itertools
 import json
 import os
@@ -16,6 +24,8 @@ from lonca import paths
 from lonca.protocol import PROTOCOL, LoncaError
 
 DAEMON_TOML = Path("/etc/lonca/daemon.toml")
+RETRY_S = 2.0   # how long a refusal the seed calls "send it again" is retried
+CONNECT_AGAIN = (errno.EAGAIN, errno.ECONNREFUSED)  # a full listen backlog; a daemon not listening yet
 
 
 class Unreachable(Exception):
@@ -81,6 +91,48 @@ def result_of(resp: dict):
     raise LoncaError(err.get("code", "internal"), err.get("message", ""))
 
 
+def nothing_ran(resp: dict) -> str | None:
+    """"closed" or "busy" when the answer is the daemon saying it ran nothing of what this
+    connection sent (id 0): the request may be sent again. None otherwise."""
+    if resp.get("ok") is False and resp.get("id") == 0:
+        code = (resp.get("error") or {}).get("code")
+        if code in ("closed", "busy"):
+            return code
+    return None
+
+
+def closed_before_reading(fresh: bool) -> dict:
+    """The answer of a connection the daemon closed before it read the request (the send
+    failed): nothing ran. On a new connection that is a refusal to wait out (busy); on one used
+    before, the eviction whose `closed` line came too late to read."""
+    code = "busy" if fresh else "closed"
+    return {"id": 0, "ok": False, "error": {"code": code, "message": "the daemon closed the connection before reading the request"}}
+
+
+class Backoff:
+    """Waits that double from 10 ms, for as long as RETRY_S from the first."""
+
+    def __init__(self, budget_s: float = RETRY_S):
+        self.end, self.delay = time.monotonic() + budget_s, 0.01
+
+    def wait(self) -> bool:
+        """Sleep before the next try; False when the budget is spent."""
+        left = self.end - time.monotonic()
+        if left <= 0:
+            return False
+        time.sleep(min(self.delay, left))
+        self.delay *= 2
+        return True
+
+    def next_delay(self) -> float | None:
+        """For an event loop: the next wait in seconds, or None when the budget is spent."""
+        left = self.end - time.monotonic()
+        if left <= 0:
+            return None
+        delay, self.delay = min(self.delay, left), self.delay * 2
+        return delay
+
+
 def check_peer(sock: socket.socket, uid: int, path) -> None:
     """The process at the other end of the socket runs as `uid` (SO_PEERCRED), or Unreachable."""
     _pid, peer_uid, _gid = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
@@ -99,13 +151,18 @@ class Client:
     def connect(self) -> "Client":
         uid, from_file = expected_uid()
         verify_socket(self.path, uid, from_file)
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        s.settimeout(self.timeout)
-        try:
-            s.connect(str(self.path))
-        except OSError as e:
-            s.close()
-            raise Unreachable(f"cannot connect to {self.path}: {e.strerror or e}") from None
+        backoff = Backoff()
+        while True:
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.settimeout(self.timeout)
+            try:
+                s.connect(str(self.path))
+                break
+            except OSError as e:
+                s.close()
+                if e.errno in CONNECT_AGAIN and backoff.wait():
+                    continue
+                raise Unreachable(f"cannot connect to {self.path}: {e.strerror or e}") from None
         try:
             check_peer(s, uid, self.path)
         except Unreachable:
@@ -118,6 +175,7 @@ class Client:
         if self._sock:
             self._sock.close()
             self._sock = None
+        self._buf.clear()
 
     def __enter__(self) -> "Client":
         return self.connect() if self._sock is None else self
@@ -126,22 +184,40 @@ class Client:
         self.close()
 
     def request(self, method: str, params: dict | None = None, *, repo: str | None = None, token: str | None = None) -> dict:
-        """Send one request and return the raw response object."""
-        if self._sock is None:
+        """Send one request and return the raw response object; sent again where nothing ran."""
+        line = request_line(next(self._ids), method, params, repo, token)
+        backoff, resent = Backoff(), False
+        while True:
+            fresh = self._sock is None
+            code = nothing_ran(resp := self._exchange(line))
+            if code == "closed" and not resent:
+                resent = True
+                continue
+            if (code == "closed" or (code == "busy" and fresh)) and backoff.wait():
+                continue
+            return resp
+
+    def _exchange(self, line: bytes) -> dict:
+        """One send and its answer on the current (or a new) connection."""
+        fresh = self._sock is None
+        if fresh:
             self.connect()
         try:
-            self._sock.sendall(request_line(next(self._ids), method, params, repo, token))
-            line = self._read_line()
+            self._sock.sendall(line)
+        except OSError:
+            self.close()
+            return closed_before_reading(fresh)
+        try:
+            resp = parse_response(self._read_line())
         except OSError as e:
             self.close()
             raise Unreachable(f"the daemon connection failed: {e}") from None
-        return parse_response(line)
+        if not resp["ok"] and resp.get("id") == 0:  # closed, busy, timeout: the daemon ends the connection
+            self.close()
+        return resp
 
     def call(self, method: str, params: dict | None = None, *, repo: str | None = None, token: str | None = None):
-        resp = self.request(method, params, repo=repo, token=token)
-        if not resp["ok"] and resp.get("id") == 0 and (resp.get("error") or {}).get("code") in ("closed", "timeout"):
-            self.close()
-        return result_of(resp)
+        return result_of(self.request(method, params, repo=repo, token=token))
 
     def _read_line(self) -> bytes:
         while True:

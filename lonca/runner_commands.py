@@ -107,8 +107,11 @@ def cmd_session_end(args) -> int:
 
 def cmd_heartbeat(args) -> int:
     ws = wsp.find()
+    # `session end` took the token away: the daemon then answers unauthenticated (exit 1), as the
+    # seed says of a session that is over, where a missing token would otherwise be a usage error
+    token = ws.agent_token() if wsp.token_file(ws.root).exists() else None
     with Client() as c:
-        res = c.call("session.heartbeat", {}, repo=ws.repo, token=ws.agent_token())
+        res = c.call("session.heartbeat", {}, repo=ws.repo, token=token)
     out = {"session": ws.session, "seq": res["seq"], "timeout_ms": res["timeout_ms"], "leases": res["leases"]}
     return _logged(args, out, f"alive; next heartbeat within {res['timeout_ms'] // 3} ms; {len(res['leases'])} lease sets")
 

@@ -1,21 +1,24 @@
 """An agent's workspace: a git checkout of trunk with `.lonca/` beside the files.
 
 `.lonca/session` holds the agent's token ({"token", "expires_ms"}, mode 0600) and nothing else
-holds it; `.lonca/workspace.json` holds the repository, the session and the base commit. Local
-changes are what git sees changed against the base. `sync` brings trunk in through the worker's
-symbol merge (trunk.merge) and writes conflicts with markers and `<path>.trunk` copies; it keeps a
-copy of the local changes in `.lonca/sync-backup.json` until the new files are written, so a crash
-in between loses nothing (the next sync restores it first)."""
+holds it; `.lonca/workspace.json` holds the repository, the session, the base commit and the
+trunk copies the last sync wrote. Local changes are what git sees changed against the base.
+
+`sync` brings trunk in through the worker's symbol merge (trunk.merge), which names every path
+the workspace must change to hold the merge; sync writes those and nothing else (a file trunk and
+the workspace agree on is never touched), then moves the base (HEAD and index, never the files)
+to trunk. Before it writes, it keeps what each of those paths held in `.lonca/sync-backup.json`:
+a failure puts them back at once, and a crash is undone by the next command that reads the local
+changes."""
 import base64
 import json
 import os
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-import pygit2
 
 from lonca.client import Client
 from lonca.humankeys import private_file_ok, write_private
@@ -27,9 +30,9 @@ MARKERS = (b"<<<<<<< local", b"=======", b">>>>>>> trunk")
 EXCLUDES = "/.lonca/\n*.trunk\n"
 
 
-def git(root: Path, *args: str) -> bytes:
+def git(root: Path, *args: str, input: bytes | None = None) -> bytes:
     try:
-        res = subprocess.run(["git", "-C", str(root), *args], capture_output=True, timeout=GIT_TIMEOUT_S)
+        res = subprocess.run(["git", "-C", str(root), *args], capture_output=True, timeout=GIT_TIMEOUT_S, input=input)
     except FileNotFoundError:
         raise Usage("git is not installed; workspaces are git checkouts") from None
     except subprocess.TimeoutExpired:
@@ -61,6 +64,7 @@ class Workspace:
     repo: str
     session: str | None
     base: str
+    trunk_copies: list[str] = field(default_factory=list)   # `<path>.trunk` files the last sync wrote
 
     @property
     def meta_path(self) -> Path:
@@ -83,7 +87,8 @@ class Workspace:
         return token
 
     def save(self) -> None:
-        self.meta_path.write_text(json.dumps({"repo": self.repo, "session": self.session, "base": self.base}) + "\n")
+        write_private(self.meta_path, (json.dumps({"repo": self.repo, "session": self.session, "base": self.base,
+                                                   "trunk_copies": self.trunk_copies}) + "\n").encode())
 
 
 def meta_file(root: Path) -> Path:
@@ -95,7 +100,7 @@ def token_file(root: Path) -> Path:
 
 
 def backup_file(root: Path) -> Path:
-    """The local changes of a sync in progress, until its files are written."""
+    """What the paths a sync in progress writes held before it, until it has moved the base."""
     return root / ".lonca" / "sync-backup.json"
 
 
@@ -105,7 +110,7 @@ def find(start: Path | None = None) -> Workspace:
         meta = meta_file(d)
         if meta.is_file():
             data = json.loads(meta.read_text())
-            return Workspace(d, data["repo"], data.get("session"), data["base"])
+            return Workspace(d, data["repo"], data.get("session"), data["base"], data.get("trunk_copies", []))
     raise Usage("not in a Lonca workspace (no .lonca/workspace.json here or above); run `lonca session start`")
 
 
@@ -144,10 +149,11 @@ def create(client: Client, repo: str, token: str, dest: Path, session: str | Non
 
 
 def _file_change(root: Path, path: str) -> dict:
+    """The file at `path` as a file change; a folder there (a file replaced by one) is no file."""
     full = root / path
     if full.is_symlink():
         return {"path": path, "content_b64": base64.b64encode(os.readlink(full).encode()).decode(), "mode": "symlink"}
-    if not full.exists():
+    if not full.is_file():
         return {"path": path, "content_b64": None, "mode": None}
     mode = "executable" if os.stat(full).st_mode & 0o111 else "regular"
     return {"path": path, "content_b64": base64.b64encode(full.read_bytes()).decode(), "mode": mode}
@@ -165,6 +171,8 @@ def changed_paths(ws: Workspace) -> list[str]:
 
 
 def local_changes(ws: Workspace) -> list[dict]:
+    """The local changes, after undoing a sync that was stopped half-way."""
+    _restore_backup(ws)
     paths = changed_paths(ws)
     bar = Progress("reading", len(paths))
     out = []
@@ -209,69 +217,136 @@ def propose(ws: Workspace, client: Client, intent: str) -> dict:
 
 
 def _restore_backup(ws: Workspace) -> None:
-    """A sync that stopped after resetting: put the local changes it saved back first."""
+    """A sync stopped before it moved the base (a crash, a full disk): put back what it wrote
+    over, and the base it started from. One stopped after is done: only its backup goes."""
     backup = backup_file(ws.root)
-    if backup.exists():
-        _write_files(ws.root, json.loads(backup.read_text()))
-        backup.unlink()
+    if not backup.exists():
+        return
+    saved = json.loads(backup.read_text())
+    if ws.base != saved["base_after"]:
+        _write_files(ws.root, saved["files"])
+        if git(ws.root, "rev-parse", "HEAD").decode().strip() != saved["base_before"]:
+            git(ws.root, "reset", "-q", "--mixed", saved["base_before"])  # fails? the backup stays for the next try
+        ws.base = saved["base_before"]
+        ws.save()
+    backup.unlink()
 
 
 def _write_files(root: Path, files: list[dict]) -> None:
+    """Write each file change; removals first, since a folder may give way to a file of its
+    name or a file to a folder. A folder that still holds files is never removed: writing a file
+    there fails (OSError) instead."""
     for f in files:
-        full = root / f["path"]
-        if full.is_symlink() or full.exists():
-            full.unlink()
         if f["content_b64"] is None:
-            continue
-        full.parent.mkdir(parents=True, exist_ok=True)
-        data = base64.b64decode(f["content_b64"])
-        if f.get("mode") == "symlink":
-            os.symlink(data.decode(), full)
-        else:
-            full.write_bytes(data)
-            os.chmod(full, 0o755 if f.get("mode") == "executable" else 0o644)
+            _remove(root, root / f["path"])
+    for f in files:
+        if f["content_b64"] is not None:
+            _put(root, f)
+
+
+def _remove(root: Path, full: Path) -> None:
+    if full.is_symlink() or full.is_file():
+        full.unlink()
+    parent = full.parent  # folders left empty go, as git leaves none
+    while parent != root and parent.is_dir() and not parent.is_symlink() and not any(parent.iterdir()):
+        parent.rmdir()
+        parent = parent.parent
+
+
+def _put(root: Path, f: dict) -> None:
+    """One file, written beside `.lonca/` and renamed into place: never half-written."""
+    full = root / f["path"]
+    full.parent.mkdir(parents=True, exist_ok=True)
+    if full.is_dir() and not full.is_symlink():
+        full.rmdir()
+    data = base64.b64decode(f["content_b64"])
+    tmp = root / ".lonca" / f"write-{os.getpid()}.tmp"
+    tmp.unlink(missing_ok=True)
+    if f.get("mode") == "symlink":
+        os.symlink(data.decode(), tmp)
+    else:
+        tmp.write_bytes(data)
+        os.chmod(tmp, 0o755 if f.get("mode") == "executable" else 0o644)
+    os.replace(tmp, full)
+
+
+def _conflict_writes(m: dict, local: dict[str, dict]) -> tuple[list[dict], list[dict]]:
+    """(files to write, the conflicts as sync reports them) of trunk.merge's conflicts: the file
+    with markers, or the local side as it stands where there is no text to mark; trunk's copy."""
+    writes, conflicts = [], []
+    for c in m["conflicts"]:
+        mine = local.get(c["path"])
+        if c["content_b64"] is not None:
+            mode = mine["mode"] if mine and mine["mode"] in ("regular", "executable") else "regular"
+            writes.append({"path": c["path"], "content_b64": c["content_b64"], "mode": mode})
+        copy = None
+        if c["trunk_b64"] is not None:
+            copy = c["path"] + ".trunk"
+            writes.append({"path": copy, "content_b64": c["trunk_b64"], "mode": "regular"})
+        conflicts.append({"path": c["path"], "trunk_copy": copy, "symbols": c["symbols"]})
+    return writes, conflicts
+
+
+def _blobs(root: Path, oids: set[str]) -> dict[str, bytes]:
+    """The contents of blobs the workspace fetched with trunk, in one `git cat-file --batch`."""
+    if not oids:
+        return {}
+    order = sorted(oids)
+    out = git(root, "cat-file", "--batch", input="".join(f"{o}\n" for o in order).encode())
+    blobs, at = {}, 0
+    for oid in order:
+        nl = out.index(b"\n", at)
+        header = out[at:nl].split()
+        if len(header) != 3 or header[1] != b"blob":
+            raise Usage(f"trunk's blob {oid} is missing from this workspace; run `lonca sync` again")
+        size = int(header[2])
+        blobs[oid] = out[nl + 1: nl + 1 + size]
+        at = nl + 1 + size + 1
+    return blobs
 
 
 def sync(ws: Workspace, client: Client) -> dict:
     token = ws.agent_token()
-    _restore_backup(ws)
-    for stale in ws.root.rglob("*.trunk"):  # trunk copies of the last sync go
-        if ".git" not in stale.parts and ".lonca" not in stale.parts and stale.is_file():
-            stale.unlink()
     files = local_changes(ws)
+    for copy in ws.trunk_copies:  # trunk's copies of the last sync go; they are never local changes
+        _remove(ws.root, ws.root / copy)
+    ws.trunk_copies = []
     before = ws.base
     trunk = _fetch_trunk(ws.root, client, ws.repo, token, [before])
     if trunk == before:
+        ws.save()
         return {"base_before": before, "base_after": before, "updated": [], "merged": [], "conflicts": []}
     m = client.call("trunk.merge", {"base": before, "files": files}, repo=ws.repo, token=token)
-    backup = backup_file(ws.root)
-    backup.write_text(json.dumps(files))
-    git(ws.root, "reset", "-q", "--hard", m["trunk"])
-    merged = {x["path"] for x in m["files"]}
-    local = {f["path"]: f for f in files}
-    for f in files:  # local additions git does not track: trunk's files replace them below
-        if f["content_b64"] is not None and (ws.root / f["path"]).exists() and f["path"] not in merged:
-            (ws.root / f["path"]).unlink()
-    _write_files(ws.root, m["files"])
-    conflicts = []
-    for c in m["conflicts"]:
-        mine = local.get(c["path"])
-        _write_files(ws.root, [{"path": c["path"], "mode": None,
-                                "content_b64": c["content_b64"] or (mine["content_b64"] if mine else None)}])
-        copy = None
-        if c["trunk_b64"] is not None:
-            copy = c["path"] + ".trunk"
-            _write_files(ws.root, [{"path": copy, "content_b64": c["trunk_b64"], "mode": "regular"}])
-        conflicts.append({"path": c["path"], "trunk_copy": copy, "symbols": c["symbols"]})
-    ws.base = m["trunk"]
-    ws.save()
-    backup.unlink()
+    marked, conflicts = _conflict_writes(m, {f["path"]: f for f in files})
+    blobs = _blobs(ws.root, {f["blob"] for f in m["files"] if "blob" in f})
+    writes, held = [], []  # what to write where it is not there yet, and what stands there now
+    for f in m["files"] + marked:
+        content = base64.b64encode(blobs[f["blob"]]).decode() if "blob" in f else f["content_b64"]
+        target = {"path": f["path"], "content_b64": content, "mode": f["mode"] if content is not None else None}
+        now = _file_change(ws.root, f["path"])
+        if now != target:
+            writes.append(target)
+            held.append(now)
+    write_private(backup_file(ws.root), json.dumps({"base_before": before, "base_after": m["trunk"], "files": held}).encode())
+    try:
+        _write_files(ws.root, writes)
+        git(ws.root, "reset", "-q", "--mixed", m["trunk"])  # HEAD and index to trunk; the files stay
+        ws.base, ws.trunk_copies = m["trunk"], [c["trunk_copy"] for c in conflicts if c["trunk_copy"]]
+        ws.save()
+    except BaseException as e:
+        ws.base = before
+        _restore_backup(ws)
+        if isinstance(e, (OSError, Usage)):
+            raise Usage(f"sync stopped ({e}); the workspace is as it was before the sync") from None
+        raise
+    backup_file(ws.root).unlink()
     return {"base_before": before, "base_after": m["trunk"], "updated": m["updated"], "merged": m["merged"],
             "conflicts": conflicts}
 
 
 def end_files(ws: Workspace) -> list[dict]:
     """session.end's files: each local change as {"path", "entry": {"mode", "blob"} | null}."""
+    import pygit2  # only here: importing it costs every other CLI call about 30 ms
     out = []
     for f in local_changes(ws):
         entry = None

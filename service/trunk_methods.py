@@ -62,7 +62,13 @@ async def distance(call: Call) -> dict:
 @method("trunk.merge", "agent")
 async def trunk_merge(call: Call) -> dict:
     """{"base", "files"} (the workspace's local changes) -> the same changes on today's trunk:
-    {"trunk", "files" (to write, relative to trunk), "updated", "merged", "conflicts"}."""
+    {"trunk", "files", "updated", "merged", "conflicts"}. `files` is explicit about every path
+    the workspace must change to hold the merge: each path where the merged tree differs from
+    the workspace as sent (base plus its files), {"path", "mode", "content_b64"} (null content:
+    remove it), or {"path", "mode", "blob"} where the merge is trunk's own file, which the
+    workspace fetched with trunk (a sync across many trunk changes answers ids, not contents). A
+    path not named is already right, whether trunk and the workspace agree on it or it is a
+    local change trunk left alone. Conflicted paths are only in `conflicts`."""
     p = params_of(call, {"base", "files"}, {"base", "files"})
     d, rs = call.daemon, call.repo_state()
     base = expect(p["base"], str, "base")
@@ -74,7 +80,8 @@ async def trunk_merge(call: Call) -> dict:
         if not commit_exists(store, base):
             raise LoncaError("not_found", f"no commit {base} in this repository")
         base_map = d.tree_maps.get(store, base)
-        local = build_commit(store, base, files, "lonca sync", call.auth.agent or "agent", d.now_ms(), base_map)[0] if files else base
+        local, local_map = (build_commit(store, base, files, "lonca sync", call.auth.agent or "agent", d.now_ms(), base_map)
+                            if files else (base, base_map))
         base_tree, trunk_tree = store[base].peel(pygit2.Commit).tree_id, store[trunk].peel(pygit2.Commit).tree_id
         deltas = store.diff(base_tree, trunk_tree).deltas
         updated = sorted({x.new_file.path for x in deltas} | {x.old_file.path for x in deltas})
@@ -86,7 +93,7 @@ async def trunk_merge(call: Call) -> dict:
             back = [{"path": path, "data": store[base_map[path].oid].data if path in base_map else None,
                      "mode": mode_name(int(base_map[path].mode, 8)) if path in base_map else None}
                     for path in result.conflicted_paths]
-            local2 = build_commit(store, local, back, "lonca sync", "agent", d.now_ms(), d.tree_maps.get(store, local))[0]
+            local2 = build_commit(store, local, back, "lonca sync", "agent", d.now_ms(), local_map)[0]
             again = merge_trees(store, base, trunk, local2, d.symbols)
             merged_tree = again.tree
             for path in result.conflicted_paths:
@@ -100,10 +107,16 @@ async def trunk_merge(call: Call) -> dict:
         after = tree_map(store, store[merged_tree])
         conflicted = {c["path"] for c in conflicts}
         out_files = []
-        for path in sorted(set(before) | set(after)):
-            if before.get(path) != after.get(path) and path not in conflicted:
-                entry = after.get(path)
-                out_files.append({"path": path, "content_b64": base64.b64encode(store[entry.oid].data).decode() if entry else None,
-                                  "mode": mode_name(int(entry.mode, 8)) if entry else None})
+        for path in sorted(set(local_map) | set(after)):
+            entry = after.get(path)
+            if local_map.get(path) == entry or path in conflicted:
+                continue
+            if entry is None:
+                out_files.append({"path": path, "content_b64": None, "mode": None})
+            elif before.get(path) == entry:
+                out_files.append({"path": path, "blob": entry.oid, "mode": mode_name(int(entry.mode, 8))})
+            else:
+                out_files.append({"path": path, "content_b64": base64.b64encode(store[entry.oid].data).decode(),
+                                  "mode": mode_name(int(entry.mode, 8))})
         return {"trunk": trunk, "files": out_files, "updated": updated, "merged": result.merged_paths, "conflicts": conflicts}
     return await asyncio.to_thread(work)

@@ -75,7 +75,8 @@ def test_session_lease_propose_sync_end(repo, tmp_path):
     end = run(w, "session", "end", "--json", cwd=wa)
     assert set(end) == {"session", "seq", "decision"}
     gone = w.cli("session", "heartbeat", "--json", cwd=wa)
-    assert gone.returncode == 3 and gone.stdout == ""  # the token is gone with the session
+    # the token is gone with the session: the daemon refuses (exit 1), as the seed says (issue 16)
+    assert gone.returncode == 1 and gone.stdout == "" and gone.stderr.startswith("unauthenticated:")
 
 
 def test_sync_conflict_markers_and_propose_refusing(repo, tmp_path):
