@@ -14,16 +14,15 @@ from lonca.protocol import LoncaError
 from lonca.symbols import SymbolCache
 
 from . import auth, daemonkey, gitstore
-from . import (change_methods, event_methods, human_methods, key_methods, lease_methods,  # noqa: F401
-               read_methods, review_methods, security_methods, session_methods, trunk_methods)  # (they fill the method table)
-from . import symbol_methods  # noqa: F401  (fills the method table)
+from . import security_methods
 from .change_build import TreeMaps
 from .policy import Policy, load as load_policy
 from .queue_runner import QueueRunner
 from .ratelimit import RateLimiter
 from .config import Config
 from .log import LogWriter
-from .methods import METHODS, Call
+from .method_table import METHODS
+from .methods import Call
 from .server import Peer, SocketServer
 from .state import State
 from .symbol_warmer import SymbolWarmer

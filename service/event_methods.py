@@ -10,7 +10,7 @@ from .lease_model import split
 from .log import Draft, allow, deny
 from .methods import Call, expect, method, params_of
 from .session_methods import check_scope
-from .state import RepoState, SessionRec, State, register
+from .state import RepoState
 from .store import TokenRow
 
 INBOX_KINDS = ("message", "lease_received", "symbols_changed", "reserved")
@@ -105,24 +105,6 @@ async def negotiate(call: Call) -> dict:
     return await d.log.append(rs.name, decide)
 
 
-@register("negotiate")
-def _apply_negotiate(st: State, rs: RepoState, entry: dict, op: dict, outcome: str) -> None:
-    if outcome != "allow":
-        return
-    me, to, msg = entry["actor"]["session"], op["to_session"], op["message"]
-    rs.event({"kind": "message", "seq": entry["seq"], "thread": op["thread"], "from": me, "message": msg}, to)
-    if msg["type"] == "yield":
-        s = rs.sets.get(msg["set"])
-        if s is None:
-            return
-        if msg.get("to"):
-            rs.move_set(s, to)
-            s.owner = to
-            rs.event({"kind": "lease_received", "seq": entry["seq"], "set": s.id, "from": me}, to)
-        else:
-            rs.drop_set(s)
-
-
 @method("cap.attenuate", "agent", writes=True)
 async def attenuate(call: Call) -> dict:
     p = params_of(call, {"agent", "scope", "expires_ms", "leases"}, {"agent", "scope", "expires_ms"})
@@ -162,18 +144,3 @@ async def attenuate(call: Call) -> dict:
         return Draft(actor=call.auth.actor, op=op, decision=deny(*reasons) if reasons else allow(),
                      rows=[] if reasons else [row], result=result)
     return await d.log.append(rs.name, decide)
-
-
-@register("cap.attenuate")
-def _apply_attenuate(st: State, rs: RepoState, entry: dict, op: dict, outcome: str) -> None:
-    if outcome != "allow":
-        return
-    parent = rs.sessions[op["parent"]]
-    rs.add_session(SessionRec(id=op["child"], agent=op["agent"], model=parent.model, task=parent.task,
-                              scope=op["scope"], created_ms=entry["time_ms"], expires_ms=op["expires_ms"],
-                              parent=parent.id))
-    for sid in op.get("leases", []):
-        s = rs.sets.get(sid)
-        if s:
-            rs.move_set(s, op["child"])
-            rs.event({"kind": "lease_received", "seq": entry["seq"], "set": sid, "from": parent.id}, op["child"])
