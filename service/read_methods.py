@@ -64,14 +64,14 @@ async def status(call: Call) -> dict:
                 "commit": c.commit, "base": c.base, "intent": c.intent, "created_ms": c.created_ms,
                 "version": c.version, "paths": c.paths, "checks": c.checks,
                 "runs": pol.runs(c)}
-               for c in sorted(rs.changes.values(), key=lambda c: c.proposed_seq)]
+               for c in sorted(_listed_changes(rs), key=lambda c: c.proposed_seq)]
     return {
         "repo": rs.name, "trunk": rs.trunk, "policy": rs.policy_id, "policy_checks": pol.check_names,
         "frozen": rs.frozen, "queue": list(rs.queue), "next_seq": rs.next_seq, "head_hash": rs.head_hash,
         "now_ms": now, "verification_day_ms": rs.verification_days.get(now // 86_400_000, 0), "daemon_key": rs.daemon_key,
         "below_hardened": [], "profile": rs.profile, "unparsed_files": pol.unparsed_files,
         "humans": {n: {"alg": k["alg"], "public": k["public"], "recovery": None} for n, k in sorted(rs.humans.items())},
-        "sessions": [s.to_json(now) for s in rs.sessions.values()],
+        "sessions": [rs.sessions[s].to_json(now) for s in _listed_sessions(rs)],
         "leases": leases, "changes": changes, "pending": pending,
         "interests": [i.to_json() for i in rs.interests],
         "reservations": [r.to_json() for r in rs.reservations if r.until_ms > now],
@@ -150,3 +150,15 @@ async def blobs(call: Call) -> list:
         if total > budget:
             raise LoncaError("too_large", f"{f['path']} does not fit this page; ask for fewer files per page")
     return await asyncio.to_thread(gitstore.with_contents, store, page)
+
+
+def _listed_sessions(rs) -> list[str]:
+    """Every live session, then the latest STATUS_WINDOW that are over: what status costs
+    stays the same however many sessions the repository had (change.get and the log keep the rest)."""
+    return [*rs.live_sessions, *rs.gone_sessions]
+
+
+def _listed_changes(rs) -> list:
+    """Every change in the queue or waiting for a human, and the latest STATUS_WINDOW that left."""
+    ids = dict.fromkeys([*rs.queue, *(pr.change for pr in rs.pending.values() if pr.change), *rs.done_changes])
+    return [rs.changes[c] for c in ids if c in rs.changes]

@@ -55,6 +55,7 @@ def _expire(rs: RepoState, t: int) -> None:
             rec = rs.sessions.get(ident)
             if rec and rec.expires_ms <= t:
                 _end_session_sets(rs, ident, t)
+                rs.session_over(ident)
     rs.reservations = [r for r in rs.reservations if r.until_ms > t]
 
 
@@ -115,6 +116,7 @@ def _session_end(st: State, rs: RepoState, entry: dict, op: dict, outcome: str) 
             rec.unproposed = {**op["unproposed"], "rounds": 1, "seen_ms": entry["time_ms"]}
         _end_session_sets(rs, rec.id, entry["time_ms"])
         rs.interests = [i for i in rs.interests if i.session != rec.id]
+        rs.session_over(rec.id)
 
 
 def _human_key(st: State, rs: RepoState, entry: dict, op: dict, outcome: str) -> None:
@@ -210,6 +212,7 @@ def _apply_propose(st: State, rs: RepoState, entry: dict, op: dict, outcome: str
                     checks=old.checks if old else [], versions=(old.versions if old else []) + [entry["seq"]])
     rs.changes[rec.id] = rec
     if outcome == "deny":
+        rs.done_changes.append(rec.id)
         return
     for reason in entry["decision"]["reasons"]:
         if reason.startswith("replaces:"):
@@ -249,6 +252,7 @@ def leave_queue(rs: RepoState, change: str, status: dict) -> None:
         rs.queue.remove(change)
     _leave_pending(rs, change)
     rs.unpin(change)
+    rs.done_changes.append(change)
 
 
 def _apply_withdraw(st: State, rs: RepoState, entry: dict, op: dict, outcome: str) -> None:

@@ -3,6 +3,7 @@ changes it, for entries being appended and for entries replayed at start alike (
 how each kind does); it reads the policy in force through `policy_of(repo, policy_id)` so replay
 decides exactly as the live run did."""
 import heapq
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -11,6 +12,9 @@ from lonca.protocol import SIGNATURE_LIFETIME_MS, SIGNATURE_SKEW_MS, ZERO_HASH
 from . import presence
 from .lease_model import Interest, LeaseIndex, LeaseSet, Reservation, items_conflict, split
 from .policy import DEFAULT, Policy
+
+EVENTS_KEPT = 1000  # the events a session can still read (`events`, `inbox`): its latest this many
+STATUS_WINDOW = 100  # `status` lists every live session and open change, and this many over or done
 
 @dataclass
 class SessionRec:
@@ -104,7 +108,10 @@ class RepoState:
     queue: list[str] = field(default_factory=list)
     verification_days: dict[int, int] = field(default_factory=dict)  # UTC day -> ms of checks run
     pins: dict[str, set[str]] = field(default_factory=dict)  # change -> lease sets with items pinned to it
-    events: list[tuple[dict, frozenset]] = field(default_factory=list)  # (event, sessions it is for)
+    events: dict[str, list[dict]] = field(default_factory=dict)  # session -> its events in seq order (EVENTS_KEPT)
+    live_sessions: dict[str, None] = field(default_factory=dict)  # not ended and not run out, in start order
+    gone_sessions: deque = field(default_factory=lambda: deque(maxlen=STATUS_WINDOW))  # latest over, oldest first
+    done_changes: deque = field(default_factory=lambda: deque(maxlen=STATUS_WINDOW))  # latest to leave the queue
     _expiries: list[tuple[int, str, str]] = field(default_factory=list)  # (when, "set"|"beat"|"session", id)
 
     # -- lease liveness -----------------------------------------------------------------------
@@ -138,6 +145,7 @@ class RepoState:
 
     def add_session(self, rec: SessionRec) -> None:
         self.sessions[rec.id] = rec
+        self.live_sessions[rec.id] = None
         heapq.heappush(self._expiries, (rec.expires_ms, "session", rec.id))
 
     def add_set(self, s: LeaseSet) -> None:
@@ -199,8 +207,20 @@ class RepoState:
             out.append("verification_quota:day")
         return out
 
+    def session_over(self, session: str) -> None:
+        """The session ended or ran out: status keeps it in a window, and nobody reads its events."""
+        if self.live_sessions.pop(session, 0) is None:
+            self.gone_sessions.append(session)
+        self.events.pop(session, None)
+
     def event(self, e: dict, *sessions: str) -> None:
-        self.events.append((e, frozenset(sessions)))
+        """Tell sessions `e`: kept per session, so reading costs what is new, not all history."""
+        for s in sessions:
+            if s in self.live_sessions:
+                kept = self.events.setdefault(s, [])
+                kept.append(e)
+                if len(kept) > 2 * EVENTS_KEPT:  # trimmed in halves: appending stays O(1) on average
+                    del kept[:-EVENTS_KEPT]
 
 
 class State:

@@ -27,7 +27,7 @@ held = sorted(rs.sets)
 c.release("s1", "L1"); c.end("s2")
 st = replay(c, st, start=len(c.rows) - 1)
 print(json.dumps({{"held": held, "after": sorted(rs.sets), "ended": rs.sessions["s2"].ended,
-                  "inbox": [e["kind"] for e, to in rs.events if "s1" in to], "next_seq": rs.next_seq,
+                  "inbox": [e["kind"] for e in rs.events.get("s1", [])], "next_seq": rs.next_seq,
                   "modules": sorted(m for m in sys.modules if m.startswith("lonca."))}}))
 """
 
