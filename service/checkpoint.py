@@ -37,7 +37,7 @@ def dump(st: State, rs: RepoState) -> dict:
         "events": rs.events,
         "live_sessions": list(rs.live_sessions), "gone_sessions": list(rs.gone_sessions),
         "done_changes": list(rs.done_changes),
-        "expiries": rs._expiries,
+        "expiries": rs._expiries, "beat_due": rs.beat_due,
         # the worker's, not the repository's: kept in each checkpoint, merged on load (a nonce
         # spent or a sign count seen in any repository stays so)
         "nonces": st.nonces, "sign_counts": st.sign_counts,
@@ -70,6 +70,7 @@ def load(st: State, data: dict) -> RepoState:
     rs.done_changes = deque(data["done_changes"], maxlen=STATUS_WINDOW)
     rs._expiries = [tuple(x) for x in data["expiries"]]
     heapq.heapify(rs._expiries)
+    rs.beat_due = data["beat_due"]
     for n, until in data["nonces"].items():
         st.nonces[n] = max(until, st.nonces.get(n, 0))
     for k, count in data["sign_counts"].items():

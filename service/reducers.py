@@ -48,9 +48,14 @@ def _expire(rs: RepoState, t: int) -> None:
             if s and s.items and s.expires_ms <= t:
                 _end_set(rs, s, t)
         elif what == "beat":
+            rs.beat_due.pop(ident, None)
             rec = rs.sessions.get(ident)
-            if rec and rec.last_seen_ms is not None and rec.last_seen_ms + rs.policy.heartbeat_timeout_ms <= t:
-                _end_session_sets(rs, ident, t)
+            if rec and not rec.ended and rec.last_seen_ms is not None:
+                due = rec.last_seen_ms + rs.policy.heartbeat_timeout_ms
+                if due <= t:
+                    _end_session_sets(rs, ident, t)
+                else:  # it beat since: one check when the latest beat times out
+                    _check_beat(rs, ident, due)
         elif what == "session":
             rec = rs.sessions.get(ident)
             if rec and rec.expires_ms <= t:
@@ -105,7 +110,15 @@ def _observe(st: State, rs: RepoState, entry: dict, op: dict, outcome: str) -> N
     rec = rs.sessions.get(op["session"])
     if rec and outcome == "allow" and any(e.get("kind") == "heartbeat" for e in op.get("events", [])):
         rec.last_seen_ms = entry["time_ms"]
-        heapq.heappush(rs._expiries, (rec.last_seen_ms + rs.policy.heartbeat_timeout_ms, "beat", rec.id))
+        if rec.id not in rs.beat_due:
+            _check_beat(rs, rec.id, rec.last_seen_ms + rs.policy.heartbeat_timeout_ms)
+
+
+def _check_beat(rs: RepoState, session: str, due: int) -> None:
+    """One pending heartbeat check per session, moved on when it comes due (_expire), instead of
+    one per heartbeat: the heap stays the size of the sessions, not of their heartbeats."""
+    rs.beat_due[session] = due
+    heapq.heappush(rs._expiries, (due, "beat", session))
 
 
 def _session_end(st: State, rs: RepoState, entry: dict, op: dict, outcome: str) -> None:

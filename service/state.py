@@ -14,7 +14,7 @@ from .lease_model import Interest, LeaseIndex, LeaseSet, Reservation, items_conf
 from .policy import DEFAULT, Policy
 
 EVENTS_KEPT = 1000  # the events a session can still read (`events`, `inbox`): its latest this many
-STATUS_WINDOW = 100  # `status` lists every live session and open change, and this many over or done
+STATUS_WINDOW = 20  # `status` lists every live session and open change, and this many over or done
 
 @dataclass
 class SessionRec:
@@ -113,6 +113,7 @@ class RepoState:
     gone_sessions: deque = field(default_factory=lambda: deque(maxlen=STATUS_WINDOW))  # latest over, oldest first
     done_changes: deque = field(default_factory=lambda: deque(maxlen=STATUS_WINDOW))  # latest to leave the queue
     _expiries: list[tuple[int, str, str]] = field(default_factory=list)  # (when, "set"|"beat"|"session", id)
+    beat_due: dict[str, int] = field(default_factory=dict)  # session -> when its heartbeat is checked next
 
     # -- lease liveness -----------------------------------------------------------------------
 

@@ -1,14 +1,11 @@
 """State checkpoints (service/checkpoint.py): a state loaded from a checkpoint and moved on by the
 entries after it is byte for byte the state replayed from seq 1; a checkpoint that does not cover
 the log's entry at its seq, is torn, or of another format is not used."""
-import pytest
 from entries import Chain, replay
 
 from lonca.canonical import canonical
 from lonca.service import checkpoint
 from lonca.service.state import State
-
-pytestmark = pytest.mark.unit
 
 
 def busy_chain() -> Chain:

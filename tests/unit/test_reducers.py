@@ -6,11 +6,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 from entries import Chain, replay
 
 ROOT = Path(__file__).resolve().parents[2]
-pytestmark = pytest.mark.unit
 
 REPLAY_ALONE = """
 import json, sys
@@ -78,7 +76,8 @@ def test_a_lease_runs_out_with_the_entries_time():
 
 def test_a_silent_session_loses_its_leases_after_the_heartbeat_timeout():
     c = Chain()
-    c.start("s1"); c.start("s2")
+    c.start("s1")
+    c.start("s2")
     c.beat("s1")
     c.acquire("s1", "L1", ["a.py#f"])
     timeout = replay(c).repo("demo").policy.heartbeat_timeout_ms
@@ -92,7 +91,8 @@ def test_a_silent_session_loses_its_leases_after_the_heartbeat_timeout():
 
 def test_a_denied_acquire_marks_the_holder_wanted():
     c = Chain()
-    c.start("s1"); c.start("s2")
+    c.start("s1")
+    c.start("s2")
     c.acquire("s1", "L1", ["a.py#f"])
     c.clock.step(5)
     c.acquire("s2", "L2", ["a.py#f"], outcome="deny")
@@ -102,12 +102,14 @@ def test_a_denied_acquire_marks_the_holder_wanted():
 
 def test_replay_in_two_parts_equals_replay_at_once():
     c = Chain()
-    c.start("s1"); c.start("s2")
+    c.start("s1")
+    c.start("s2")
     c.acquire("s1", "L1", ["a.py#f", "b.py#<file>"])
     c.message("s1", "s2", "hi")
     half = len(c.rows)
     c.clock.step(100)
-    c.release("s1", "L1"); c.end("s1")
+    c.release("s1", "L1")
+    c.end("s1")
     whole = replay(c).repo("demo")
     parts = replay(c, replay(_prefix(c, half)), start=half + 1).repo("demo")
     assert (whole.next_seq, whole.head_hash, sorted(whole.sets), whole.sessions["s1"].ended) == \
