@@ -1,7 +1,5 @@
 """What humans decide: approve (with checks) and reject (with a reason) of a pending change,
 and the policy (human.prepare_policy, then a signed policy.update)."""
-import asyncio
-
 import pygit2
 
 from lonca.protocol import LoncaError
@@ -10,6 +8,7 @@ from .gitstore import DAEMON_SIG
 from .log import Draft, allow, deny
 from .methods import Call, expect, method, params_of
 from .policy import PolicyError, parse
+from .read_methods import on_store
 from .state import RepoState
 
 
@@ -63,17 +62,17 @@ async def prepare_policy(call: Call) -> dict:
         parse(config)
     except PolicyError as e:
         raise LoncaError("invalid", str(e)) from None
-    store = d.store(rs.name)
+    parent = rs.policy_id  # read here: the thread reads no live state
 
-    def write() -> str:
+    def write(store: pygit2.Repository) -> str:
         tb = store.TreeBuilder()
         tb.insert("lonca.toml", store.create_blob(config.encode()), pygit2.GIT_FILEMODE_BLOB)
         if cedar is not None:
             tb.insert("policy.cedar", store.create_blob(cedar.encode()), pygit2.GIT_FILEMODE_BLOB)
         sig = pygit2.Signature(call.auth.human, DAEMON_SIG[1], d.now_ms() // 1000, 0)
         return str(store.create_commit(None, sig, pygit2.Signature(*DAEMON_SIG, d.now_ms() // 1000, 0),
-                                       "Lonca policy\n", tb.write(), [pygit2.Oid(hex=rs.policy_id)]))
-    commit = await asyncio.to_thread(write)
+                                       "Lonca policy\n", tb.write(), [pygit2.Oid(hex=parent)]))
+    commit = await on_store(call, write)
     return {"op": {"op": "policy.update", "policy": commit}}
 
 
