@@ -111,14 +111,17 @@ async def _beats(socket, tokens: list[str], total: int) -> None:
     await asyncio.gather(*(one(t, total // len(tokens)) for t in tokens))
 
 
-def restart(w: BenchWorker) -> float:
-    """Seconds from starting the worker's process (stopped cleanly first) to its first status answer."""
+def restart(w: BenchWorker, what: str) -> float:
+    """Seconds from starting the worker's process (stopped cleanly first) to its first status
+    answer; printed at once, as the run is long."""
     w.stop()
     t = time.perf_counter()
-    w.start()
+    w.start(timeout_s=1800)  # a whole-log replay of 200,000 entries on a busy machine takes minutes
     with w.client() as c:
         c.call("status", repo="bench", token=w.htoken)
-    return time.perf_counter() - t
+    took = time.perf_counter() - t
+    print(f"  restart-to-first-answer, {what}: {took:.2f} s", flush=True)
+    return took
 
 
 def events_poll(w: BenchWorker, token: str) -> dict:
@@ -138,7 +141,7 @@ def main() -> None:
             live = c.call("whoami", token=token)["session"]["id"]
         status_req = {"id": 1, "method": "status", "repo": "bench", "token": w.htoken, "params": {}}
         status_empty, events_empty = latency(w, status_req), latency(w, events_poll(w, token))
-        empty_restart = restart(w)
+        empty_restart = restart(w, "empty repository")
 
         w.stop()
         t = time.perf_counter()
@@ -156,13 +159,13 @@ def main() -> None:
         with w.client() as c:
             entries = c.call("status", repo="bench", token=w.htoken)["next_seq"] - 1
 
-        from_checkpoint = restart(w)
+        from_checkpoint = restart(w, "from the checkpoint")
         w.stop()
         con = sqlite3.connect(w.tmp / "home" / "lonca.db")
         con.execute("DELETE FROM checkpoints")  # as before checkpoints: the whole log is replayed
         con.commit()
         con.close()
-        whole_log = restart(w)
+        whole_log = restart(w, "the whole log (checkpoint deleted)")
     finally:
         w.stop()
     print(f"{ENTRIES} entries ({ENDED} ended sessions) written in-process in {build_s:.1f} s; "

@@ -128,7 +128,11 @@ class Daemon:
                 rows.append(checkpoint.row(self.state, rs))
                 self._checkpointed[name] = seq
         if rows:
-            await self.db_write(rows)
+            try:
+                await self.db_write(rows)
+            except Exception:  # a cache of the log: the next start replays a little more
+                log.exception("a checkpoint could not be saved")
+                self._checkpointed.update({r.repo: 0 for r in rows})
 
     def _check_store(self, repo: str, state: State) -> None:
         """The store exists, and trunk's ref names what the last integration logged: a crash
