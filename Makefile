@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml constraints.txt 2>/dev/null | sha256sum | cut -c1-12)
 
-.PHONY: install system-deps run test bench
+.PHONY: install system-deps run lint test test-quick bench
 
 install: $(STAMP)
 
@@ -34,8 +34,17 @@ run: $(STAMP)
 	@echo "starting the worker and the review console: open http://localhost:8765/ (Ctrl-C stops both)"
 	@$(BIN)/lonca up
 
-test: $(STAMP) system-deps
+# ruff (rules in pyproject.toml) and mypy (lenient, over the folders listed there) before the tests.
+lint: $(STAMP)
+	@$(BIN)/ruff check --quiet .
+	@$(BIN)/mypy
+
+test: $(STAMP) system-deps lint
 	@$(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
+
+# the quick subset: tests marked unit (no worker process, no browser; tests/conftest.py marks them)
+test-quick: $(STAMP)
+	@$(BIN)/python -m pytest -q -p no:cacheprovider -m unit $(PYTEST_ARGS)
 
 bench: $(STAMP) system-deps
 	@$(BIN)/python -m bench $(BENCH)

@@ -24,11 +24,15 @@ class BenchWorker:
         self.env.update(LONCA_HOME=str(self.tmp / "home"), LONCA_HUMANS=str(self.tmp / "humans"), **(extra_env or {}))
         os.environ["LONCA_HUMANS"] = self.env["LONCA_HUMANS"]
         self.socket = self.tmp / "home" / "lonca.sock"
+        self.start()
+        self.key = humankeys.create_key("bench")
+
+    def start(self, timeout_s: float = 120) -> None:
+        """(Re)start the worker process on the same home; returns once it answers ping."""
         self.proc = subprocess.Popen([sys.executable, "-m", "lonca", "daemon"], env=self.env,
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        if wait_until_answering(self.proc, self.socket, 20):
+        if wait_until_answering(self.proc, self.socket, timeout_s):
             raise RuntimeError("the bench's worker did not start")
-        self.key = humankeys.create_key("bench")
 
     def client(self):
         from lonca.client import Client

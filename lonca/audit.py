@@ -43,6 +43,14 @@ class ChainVerifier:
         self.daemon_key: str | None = None
         self.humans: dict[str, dict] = {}
 
+    @classmethod
+    def after(cls, repo: str, seq: int, hash_hex: str, daemon_key: str, humans: dict[str, dict]) -> "ChainVerifier":
+        """A verifier that goes on after entry `seq` (hash `hash_hex`), with the keys in force
+        then: the worker's start from a checkpoint (service/checkpoint.py) checks the rest."""
+        v = cls(repo)
+        v.expected_seq, v.prev, v.daemon_key, v.humans = seq + 1, hash_hex, daemon_key, dict(humans)
+        return v
+
     def check(self, text: str, hash_hex: str, sig_hex: str) -> Problem | None:
         seq = self.expected_seq
         try:

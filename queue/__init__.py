@@ -38,7 +38,10 @@ Batching (batching.py)
 # asyncio's thread pool imports. Imported under that top-level name, load the real stdlib module
 # in our place and hand the name back.
 if __name__ == "queue":
-    import importlib.util as _ilu, os as _os, sys as _sys, sysconfig as _sc
+    import importlib.util as _ilu
+    import os as _os
+    import sys as _sys
+    import sysconfig as _sc
 
     _spec = _ilu.spec_from_file_location("queue", _os.path.join(_sc.get_paths()["stdlib"], "queue.py"))
     _std = _ilu.module_from_spec(_spec)

@@ -1,5 +1,5 @@
 """Proposals: change.propose and facts.preview (facts, claim, scope, leases, policy), and the
-readers change.get, change.resolve, change.diff; change.withdraw. How their entries change state."""
+readers change.get, change.resolve, change.diff; change.withdraw. How their entries change the state is in reducers.py."""
 import asyncio
 from typing import NamedTuple
 
@@ -15,15 +15,11 @@ from .lease_methods import advice, detail, held_detail
 from .lease_model import FILE, bare_name, covers, parent_of, split
 from .log import Draft, allow, deny
 from .methods import Call, expect, method, params_of
-from .state import ChangeRec, PendingRec, RepoState, State, register
+from .reducers import touched_paths
+from .state import ChangeRec, RepoState
 
 CLAIM_KEYS = {"intent", *CLAIM_FIELDS, "revert_of"}
 DIFF_CAP = 2 * 1024 * 1024
-
-
-def touched_paths(facts: dict) -> list[str]:
-    """The files a change adds, modifies or deletes."""
-    return sorted(set(facts.get("added_files", [])) | set(facts.get("modified_files", [])) | set(facts.get("deleted_files", [])))
 
 
 # -- what leases the facts need ------------------------------------------------------------------
@@ -283,68 +279,6 @@ def _decide_propose(call: Call, rs: RepoState, me: str, change: str | None, base
                  symbols_engine=SYMBOLS_ENGINE, result=result)
 
 
-@register("change.propose")
-def _apply_propose(st: State, rs: RepoState, entry: dict, op: dict, outcome: str) -> None:
-    actor, facts = entry["actor"], entry.get("facts") or {}
-    session = actor.get("session")
-    if op.get("commit") is None:
-        return
-    paths = touched_paths(facts)
-    old = rs.changes.get(op["change"])
-    if old:  # a new version takes the old one's place in the queue or review
-        leave_queue(rs, old.id, old.status)
-    status = {"allow": {"status": "queued"}, "escalate": {"status": "pending", "seq": entry["seq"]},
-              "deny": {"status": "rejected", "reasons": entry["decision"]["reasons"]}}[outcome]
-    rec = ChangeRec(id=op["change"], actor=actor, session=session, commit=op["commit"], base=op["base"],
-                    claim=op["claim"], facts=facts, status=status,
-                    provenance="human" if actor["kind"] == "human" else "unobserved",
-                    proposed_seq=entry["seq"], created_ms=old.created_ms if old else entry["time_ms"],
-                    version=old.version + 1 if old else 1, paths=paths, intent=op["claim"].get("intent") or "",
-                    checks=old.checks if old else [], versions=(old.versions if old else []) + [entry["seq"]])
-    rs.changes[rec.id] = rec
-    if outcome == "deny":
-        return
-    for reason in entry["decision"]["reasons"]:
-        if reason.startswith("replaces:"):
-            gone = rs.changes.get(reason.split(":", 1)[1])
-            # logs written before the fix name the new version itself: it is never withdrawn
-            if gone and gone.id != rec.id and gone.status["status"] == "pending":
-                leave_queue(rs, gone.id, {"status": "withdrawn"})
-        elif reason.startswith("affected_lease:"):
-            _, sess, set_id = reason.split(":", 2)
-            rs.event({"kind": "symbols_changed", "seq": entry["seq"], "change": rec.id, "from": session,
-                      "sets": [set_id], "symbols": facts.get("signature_changes", []) + [o for o, _ in facts.get("renames", [])]
-                      + facts.get("deletes", [])}, sess)
-    for pin in op.get("pins", []):
-        s = rs.sets.get(pin["set"])
-        if s:
-            rs.index.remove(s)
-            s.pinned[rec.id] = pin["items"]
-            rs.index.add(s)
-            rs.pins.setdefault(rec.id, set()).add(s.id)
-    if outcome == "allow":
-        rs.queue.append(rec.id)
-    else:
-        rs.pending[entry["seq"]] = PendingRec(seq=entry["seq"], created_ms=entry["time_ms"], actor=actor,
-                                              op="change.propose", reasons=entry["decision"]["reasons"], change=rec.id)
-
-
-def _leave_pending(rs: RepoState, change: str) -> None:
-    for seq, pr in list(rs.pending.items()):
-        if pr.change == change:
-            del rs.pending[seq]
-
-
-def leave_queue(rs: RepoState, change: str, status: dict) -> None:
-    """A change leaves the queue (integrated, conflicted, rejected, withdrawn): unpin its items."""
-    rec = rs.changes[change]
-    rec.status = status
-    if change in rs.queue:
-        rs.queue.remove(change)
-    _leave_pending(rs, change)
-    rs.unpin(change)
-
-
 @method("facts.preview", "agent")
 async def preview(call: Call) -> dict:
     p = params_of(call, {"base", "files"}, {"base", "files"})
@@ -384,12 +318,6 @@ async def withdraw(call: Call) -> dict:
                      decision=deny(*reasons) if reasons else allow(),
                      result=lambda e: {"change": change})
     return await d.log.append(rs.name, decide)
-
-
-@register("change.withdraw")
-def _apply_withdraw(st: State, rs: RepoState, entry: dict, op: dict, outcome: str) -> None:
-    if outcome == "allow" and op["change"] in rs.changes:
-        leave_queue(rs, op["change"], {"status": "withdrawn"})
 
 
 def change_json(rs: RepoState, rec: ChangeRec) -> dict:

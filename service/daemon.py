@@ -13,21 +13,21 @@ from lonca.audit import ChainVerifier
 from lonca.protocol import LoncaError
 from lonca.symbols import SymbolCache
 
-from . import auth, daemonkey, gitstore
-from . import (change_methods, event_methods, human_methods, key_methods, lease_methods,  # noqa: F401
-               read_methods, review_methods, security_methods, session_methods, trunk_methods)  # (they fill the method table)
-from . import symbol_methods  # noqa: F401  (fills the method table)
+from . import auth, checkpoint, daemonkey, gitstore
+from . import security_methods
+from .event_methods import Told
 from .change_build import TreeMaps
 from .policy import Policy, load as load_policy
 from .queue_runner import QueueRunner
 from .ratelimit import RateLimiter
 from .config import Config
 from .log import LogWriter
-from .methods import METHODS, Call
+from .method_table import METHODS
+from .methods import Call
 from .server import Peer, SocketServer
 from .state import State
 from .symbol_warmer import SymbolWarmer
-from .store import LogRow, NonceRow, TokenRow, open_engine, repos_in_log
+from .store import CheckpointRow, LogRow, NonceRow, TokenRow, open_engine, repos_in_log
 
 log = logging.getLogger("lonca.daemon")
 REPLAY_PAGE = 5000
@@ -45,8 +45,9 @@ class Daemon:
         self.symbols = SymbolCache()
         self.warmer = SymbolWarmer(self.symbols, self.store)
         self.rate = RateLimiter()
-        self.told: dict[tuple[str, str], set] = {}  # inbox: what each session was told (memory only)
+        self.told: dict[tuple[str, str], Told] = {}  # inbox: what each live session was told (memory only)
         self.verifying: set[str] = set()  # changes whose checks are running
+        self._checkpointed: dict[str, int] = {}  # repo -> seq of its last checkpoint
         self.queue = QueueRunner(self)
         self.server = SocketServer(config.socket, config.limits, self.handle, config.allowed_uids)
 
@@ -73,10 +74,11 @@ class Daemon:
         """State is the replay of the logs, each checked against its chain; a log that does not
         verify stops the start (`integrity`)."""
         state = State(self.policy_of)
+        saved: dict[str, int] = {}
         with Session(self.engine) as s:
             for repo in repos_in_log(self.engine):
-                verifier = ChainVerifier(repo)
-                seq = 1
+                verifier, seq = self._resume(s, repo, state)
+                saved[repo] = seq - 1
                 while True:
                     rows = s.exec(select(LogRow).where(LogRow.repo == repo, LogRow.seq >= seq)
                                   .order_by(LogRow.seq).limit(REPLAY_PAGE)).all()
@@ -90,12 +92,47 @@ class Daemon:
                         break
                     seq = rows[-1].seq + 1
                 self._check_store(repo, state)
+                rs = state.repos[repo]
+                if rs.next_seq - 1 - saved[repo] >= checkpoint.EVERY:
+                    s.merge(checkpoint.row(state, rs))
+                    s.commit()
+                    saved[repo] = rs.next_seq - 1
             now = self.now_ms()
             for n in s.exec(select(NonceRow).where(NonceRow.expires_ms > now)):
                 state.nonces[n.nonce] = n.expires_ms
             tokens = list(s.exec(select(TokenRow).where(TokenRow.expires_ms > now, TokenRow.ended == False)))  # noqa: E712
         self.state.__dict__.update(state.__dict__)
         self.tokens = auth.Tokens(tokens)
+        self._checkpointed = saved
+
+    def _resume(self, s: Session, repo: str, state: State) -> tuple[ChainVerifier, int]:
+        """(verifier, first seq to replay): after the repository's checkpoint when it covers the
+        log's entry at its seq, else from seq 1."""
+        cp = s.get(CheckpointRow, repo)
+        at = s.get(LogRow, (repo, cp.seq)) if cp else None
+        data = checkpoint.usable(cp, at.hash if at else None)
+        if data is None:
+            if cp:
+                log.warning("%s: the checkpoint at %d does not match the log; replaying it whole", repo, cp.seq)
+            return ChainVerifier(repo), 1
+        rs = checkpoint.load(state, data)
+        return ChainVerifier.after(repo, cp.seq, cp.hash, rs.daemon_key, rs.humans), cp.seq + 1
+
+    async def checkpoint(self, min_entries: int) -> None:
+        """Save the state of each repository that moved on by `min_entries` since its checkpoint
+        and has no entry applied that is not durable yet (taken at once on the loop: consistent)."""
+        rows = []
+        for name, rs in self.state.repos.items():
+            seq = rs.next_seq - 1
+            if seq - self._checkpointed.get(name, 0) >= min_entries and self.log.durable_next.get(name) == rs.next_seq:
+                rows.append(checkpoint.row(self.state, rs))
+                self._checkpointed[name] = seq
+        if rows:
+            try:
+                await self.db_write(rows)
+            except Exception:  # a cache of the log: the next start replays a little more
+                log.exception("a checkpoint could not be saved")
+                self._checkpointed.update({r.repo: 0 for r in rows})
 
     def _check_store(self, repo: str, state: State) -> None:
         """The store exists, and trunk's ref names what the last integration logged: a crash
@@ -164,6 +201,8 @@ class Daemon:
             await asyncio.sleep(self.config.limits.token_sweep_s)
             now = self.now_ms()
             self.state.forget_spent_nonces(now)
+            self.told = {k: told for k, told in self.told.items() if self._live(*k)}
+            await self.checkpoint(checkpoint.EVERY)
             gone = []
             for h, row in list(self.tokens.rows.items()):
                 rs = self.state.repo(row.repo) if row.kind == "agent" else None
@@ -175,6 +214,10 @@ class Daemon:
                 for h in gone:
                     self.tokens.rows.pop(h, None)
                 await self._delete_tokens(gone)
+
+    def _live(self, repo: str, session: str) -> bool:
+        rs = self.state.repo(repo)
+        return rs is not None and session in rs.live_sessions
 
     async def _delete_tokens(self, hashes: list[str]) -> None:
         def delete():
@@ -214,6 +257,8 @@ class Daemon:
         self._sweeper.cancel()
         await self.queue.stop()
         await self.server.close()
+        await self.log.settled()
+        await self.checkpoint(1)  # the next start replays nothing
         await self.log.stop()
         self.warmer.close()
         self.engine.dispose()

@@ -1,4 +1,5 @@
 """What sessions tell each other and learn: events, inbox, negotiate, cap.attenuate."""
+import bisect
 import re
 import secrets
 
@@ -10,7 +11,7 @@ from .lease_model import split
 from .log import Draft, allow, deny
 from .methods import Call, expect, expect_agent_name, method, params_of
 from .session_methods import check_scope
-from .state import RepoState, SessionRec, State, register
+from .state import RepoState
 from .store import TokenRow
 
 INBOX_KINDS = ("message", "lease_received", "symbols_changed", "reserved")
@@ -20,7 +21,10 @@ THREAD_RE = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 
 
 def session_events(rs: RepoState, session: str, start: int, now: int) -> list[dict]:
-    out = [e for e, to in rs.events if e.get("seq", 0) >= start and session in to]
+    """The session's events from seq `start` (its own list, searched by seq), then its live
+    reservations."""
+    kept = rs.events.get(session, [])
+    out = kept[bisect.bisect_left(kept, start, key=lambda e: e["seq"]):]
     out += [{"kind": "reserved", "items": r.items, "until_ms": r.until_ms}
             for r in rs.reservations if r.session == session and r.until_ms > now]
     return out
@@ -54,14 +58,30 @@ def inbox_text(evs: list[dict]) -> str | None:
 async def inbox(call: Call) -> dict:
     params_of(call, set())
     d, rs, me = call.daemon, call.repo_state(), call.auth.session
-    told = d.told.setdefault((rs.name, me), set())
-    fresh = []
-    for e in session_events(rs, me, 1, d.now_ms()):
-        key = (e["kind"], e.get("seq"), e.get("until_ms"))
-        if e["kind"] in INBOX_KINDS and key not in told:
-            told.add(key)
-            fresh.append(e)
+    told = d.told.setdefault((rs.name, me), Told())
+    fresh, reserved = [], set()
+    for e in session_events(rs, me, told.seq + 1, d.now_ms()):
+        if "seq" in e:  # logged: told once, in seq order
+            told.seq = max(told.seq, e["seq"])
+            if e["kind"] in INBOX_KINDS:
+                fresh.append(e)
+        else:  # a reservation: told once while it lasts
+            key = (e["until_ms"], tuple(i["symbol"] for i in e["items"]))
+            reserved.add(key)
+            if key not in told.reserved:
+                fresh.append(e)
+    told.reserved = reserved
     return {"events": fresh, "text": inbox_text(fresh)}
+
+
+class Told:
+    """What `inbox` told a session: every logged event up to `seq`, and the reservations still
+    live that it told of. Bounded whatever the history (docs/decisions.md, "Memory that does not
+    grow with history")."""
+
+    def __init__(self):
+        self.seq = 0
+        self.reserved: set[tuple] = set()
 
 
 @method("negotiate", "agent", writes=True)
@@ -105,24 +125,6 @@ async def negotiate(call: Call) -> dict:
     return await d.log.append(rs.name, decide)
 
 
-@register("negotiate")
-def _apply_negotiate(st: State, rs: RepoState, entry: dict, op: dict, outcome: str) -> None:
-    if outcome != "allow":
-        return
-    me, to, msg = entry["actor"]["session"], op["to_session"], op["message"]
-    rs.event({"kind": "message", "seq": entry["seq"], "thread": op["thread"], "from": me, "message": msg}, to)
-    if msg["type"] == "yield":
-        s = rs.sets.get(msg["set"])
-        if s is None:
-            return
-        if msg.get("to"):
-            rs.move_set(s, to)
-            s.owner = to
-            rs.event({"kind": "lease_received", "seq": entry["seq"], "set": s.id, "from": me}, to)
-        else:
-            rs.drop_set(s)
-
-
 @method("cap.attenuate", "agent", writes=True)
 async def attenuate(call: Call) -> dict:
     p = params_of(call, {"agent", "scope", "expires_ms", "leases"}, {"agent", "scope", "expires_ms"})
@@ -162,18 +164,3 @@ async def attenuate(call: Call) -> dict:
         return Draft(actor=call.auth.actor, op=op, decision=deny(*reasons) if reasons else allow(),
                      rows=[] if reasons else [row], result=result)
     return await d.log.append(rs.name, decide)
-
-
-@register("cap.attenuate")
-def _apply_attenuate(st: State, rs: RepoState, entry: dict, op: dict, outcome: str) -> None:
-    if outcome != "allow":
-        return
-    parent = rs.sessions[op["parent"]]
-    rs.add_session(SessionRec(id=op["child"], agent=op["agent"], model=parent.model, task=parent.task,
-                              scope=op["scope"], created_ms=entry["time_ms"], expires_ms=op["expires_ms"],
-                              parent=parent.id))
-    for sid in op.get("leases", []):
-        s = rs.sets.get(sid)
-        if s:
-            rs.move_set(s, op["child"])
-            rs.event({"kind": "lease_received", "seq": entry["seq"], "set": sid, "from": parent.id}, op["child"])

@@ -1,5 +1,5 @@
-"""lease.acquire, lease.release, lease.renew, lease.interest: deciding them, and how their entries
-change the state. Answers that meet a holder carry `details` and `advice`."""
+"""lease.acquire, lease.release, lease.renew, lease.interest: deciding them (how their entries
+change the state is in reducers.py). Answers that meet a holder carry `details` and `advice`."""
 import re
 import secrets
 import time as _time
@@ -7,15 +7,13 @@ import time as _time
 from lonca.protocol import LoncaError
 
 from . import scope as scopes
-from .lease_model import KINDS, Interest, LeaseSet, any_conflict
+from .lease_model import KINDS, LeaseSet, any_conflict
 from .log import Draft, allow, deny
 from .methods import Call, expect, expect_id, method, params_of
-from .state import RepoState, State, register
+from .state import RepoState
 
 NAME_RE = re.compile(r"^[A-Za-z_$][A-Za-z0-9_$]{0,127}$")
 DEFAULT_TTL_MS = 600_000
-
-
 
 
 def check_items(value) -> list[dict]:
@@ -142,28 +140,6 @@ async def acquire(call: Call) -> dict:
     return await d.log.append(rs.name, decide)
 
 
-@register("lease.acquire")
-def _apply_acquire(st: State, rs: RepoState, entry: dict, op: dict, outcome: str) -> None:
-    t, me = entry["time_ms"], entry["actor"]["session"]
-    if outcome != "allow":
-        for s, _held, _want, _pinned in rs.holders(op["items"], me, t):
-            s.wanted_ms = t  # someone waits: renewing past max_hold is refused from now on
-        return
-    existing = rs.sets.get(op["set"])
-    if existing:
-        rs.index.remove(existing)
-        existing.items = existing.items + [i for i in op["items"] if i not in existing.items]
-        existing.expires_ms = t + op["ttl_ms"]
-        rs.index.add(existing)
-        rs.schedule_expiry(existing)
-    else:
-        rs.add_set(LeaseSet(id=op["set"], session=me, owner=me, items=op["items"], intent=op["intent"],
-                            acquired_ms=t, expires_ms=t + op["ttl_ms"]))
-    got = op["items"]
-    rs.reservations = [r for r in rs.reservations if not (r.session == me and any_conflict(r.items, got))]
-    rs.interests = [i for i in rs.interests if not (i.session == me and any_conflict(i.items, got))]
-
-
 def _own_set(rs: RepoState, me: str, set_id: str) -> tuple[LeaseSet | None, list[str]]:
     s = rs.sets.get(set_id)
     if s is None:
@@ -186,16 +162,6 @@ async def release(call: Call) -> dict:
                      decision=deny(*reasons) if reasons else allow(),
                      result=lambda e: {"set": set_id, "details": [], "advice": None})
     return await d.log.append(rs.name, decide)
-
-
-@register("lease.release")
-def _apply_release(st: State, rs: RepoState, entry: dict, op: dict, outcome: str) -> None:
-    s = rs.sets.get(op["set"])
-    if outcome == "allow" and s:
-        if s.session != s.owner and s.owner in rs.sessions and rs.sessions[s.owner].active(entry["time_ms"]):
-            rs.move_set(s, s.owner)
-        else:
-            rs.drop_set(s)
 
 
 @method("lease.renew", "agent", writes=True)
@@ -222,14 +188,6 @@ async def renew(call: Call) -> dict:
     return await d.log.append(rs.name, decide)
 
 
-@register("lease.renew")
-def _apply_renew(st: State, rs: RepoState, entry: dict, op: dict, outcome: str) -> None:
-    s = rs.sets.get(op["set"])
-    if outcome == "allow" and s:
-        s.expires_ms = entry["time_ms"] + op["ttl_ms"]
-        rs.schedule_expiry(s)
-
-
 @method("lease.interest", "agent", writes=True)
 async def interest(call: Call) -> dict:
     p = params_of(call, {"items", "intent"}, {"items"})
@@ -253,11 +211,3 @@ async def interest(call: Call) -> dict:
                      result=lambda e: {"set": None, "details": details, "advice": advice(details),
                                        "blocks_until_ms": e["time_ms"] + rs.policy.interest_block_ms if not reasons else None})
     return await d.log.append(rs.name, decide)
-
-
-@register("lease.interest")
-def _apply_interest(st: State, rs: RepoState, entry: dict, op: dict, outcome: str) -> None:
-    if outcome == "allow":
-        t = entry["time_ms"]
-        rs.interests.append(Interest(session=entry["actor"]["session"], items=op["items"], intent=op["intent"],
-                                     created_ms=t, blocks_until_ms=t + rs.policy.interest_block_ms, seq=entry["seq"]))

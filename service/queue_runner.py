@@ -9,10 +9,9 @@ import pygit2
 
 from lonca.queue import CheckSpec, QueuedChange, Verdict, attestation, reasons, run_batch, store_log, verify_tree
 
-from .change_methods import leave_queue
 from .gitstore import DAEMON_SIG, TRUNK_REF
 from .log import DAEMON, Draft, allow, deny
-from .state import RepoState, State, register
+from .state import RepoState
 
 log = logging.getLogger("lonca.queue")
 MAX_OUTPUT = 1024 * 1024  # byte cap on each of a check's stdout and stderr
@@ -126,58 +125,3 @@ class QueueRunner:
 
 class _Moved(Exception):
     """Trunk or the change moved while the candidate was built: build it again."""
-
-
-def _duration(evidence: list[dict]) -> int:
-    return sum(int(a["details"].get("duration_ms") or 0) for a in evidence)
-
-
-@register("change.integrate")
-def _apply_integrate(st: State, rs: RepoState, entry: dict, op: dict, outcome: str) -> None:
-    rec = rs.changes.get(op["change"])
-    if rec is None:
-        return
-    rec.integrate_seq, rec.integrate_decision, rec.evidence = entry["seq"], entry["decision"], entry["evidence"]
-    _account(rs, entry, [rec])
-    if outcome == "allow":
-        _integrated(rs, entry, rec, op["merged"])
-        return
-    reasons = entry["decision"]["reasons"]
-    if op["conflicts"] or "merge_conflict" in reasons:
-        leave_queue(rs, rec.id, {"status": "conflicted", "symbols": op["conflicts"]})
-        rs.event({"kind": "conflicted", "seq": entry["seq"], "change": rec.id, "conflicts": op["conflicts"]}, rec.session or "")
-    else:
-        leave_queue(rs, rec.id, {"status": "rejected", "reasons": reasons})
-        rs.event({"kind": "failed", "seq": entry["seq"], "change": rec.id, "reasons": reasons}, rec.session or "")
-
-
-@register("change.integrate_batch")
-def _apply_batch(st: State, rs: RepoState, entry: dict, op: dict, outcome: str) -> None:
-    recs = [rs.changes[c] for c, _ in op["merged"] if c in rs.changes]
-    _account(rs, entry, recs[:1])
-    for rec, (_, commit) in zip(recs, op["merged"]):
-        rec.integrate_seq, rec.integrate_decision, rec.evidence = entry["seq"], entry["decision"], entry["evidence"]
-        _integrated(rs, entry, rec, commit)
-
-
-def _integrated(rs: RepoState, entry: dict, rec, commit: str) -> None:
-    rs.trunk = commit
-    rs.integrations += 1
-    rs.trunks[commit] = rs.integrations
-    leave_queue(rs, rec.id, {"status": "integrated", "commit": commit})
-    rs.event({"kind": "integrated", "seq": entry["seq"], "change": rec.id}, rec.session or "")
-
-
-def _account(rs: RepoState, entry: dict, recs: list) -> None:
-    """Verification time counts against the day (UTC) and the sessions' lines ([quota])."""
-    ms = _duration(entry["evidence"])
-    if not ms:
-        return
-    day = entry["time_ms"] // 86_400_000
-    rs.verification_days[day] = rs.verification_days.get(day, 0) + ms
-    for rec in recs:
-        sess = rs.sessions.get(rec.session or "")
-        while sess is not None:
-            sess.verification_ms += ms
-            sess = rs.sessions.get(sess.parent) if sess.parent else None
-

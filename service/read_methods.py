@@ -1,5 +1,8 @@
 """Methods that read: ping, whoami, repo.list, status, log, tree, blobs. None of them logs."""
 import asyncio
+from typing import Callable, TypeVar
+
+import pygit2
 
 import lonca
 from lonca.protocol import PROTOCOL, LoncaError, actor_label
@@ -8,6 +11,8 @@ from . import gitstore
 from .log import entry_json
 from .methods import Call, expect, method, params_of
 from .store import read_log
+
+T = TypeVar("T")
 
 
 
@@ -64,14 +69,14 @@ async def status(call: Call) -> dict:
                 "commit": c.commit, "base": c.base, "intent": c.intent, "created_ms": c.created_ms,
                 "version": c.version, "paths": c.paths, "checks": c.checks,
                 "runs": pol.runs(c)}
-               for c in sorted(rs.changes.values(), key=lambda c: c.proposed_seq)]
+               for c in sorted(_listed_changes(rs), key=lambda c: c.proposed_seq)]
     return {
         "repo": rs.name, "trunk": rs.trunk, "policy": rs.policy_id, "policy_checks": pol.check_names,
         "frozen": rs.frozen, "queue": list(rs.queue), "next_seq": rs.next_seq, "head_hash": rs.head_hash,
         "now_ms": now, "verification_day_ms": rs.verification_days.get(now // 86_400_000, 0), "daemon_key": rs.daemon_key,
         "below_hardened": [], "profile": rs.profile, "unparsed_files": pol.unparsed_files,
         "humans": {n: {"alg": k["alg"], "public": k["public"], "recovery": None} for n, k in sorted(rs.humans.items())},
-        "sessions": [s.to_json(now) for s in rs.sessions.values()],
+        "sessions": [rs.sessions[s].to_json(now) for s in _listed_sessions(rs)],
         "leases": leases, "changes": changes, "pending": pending,
         "interests": [i.to_json() for i in rs.interests],
         "reservations": [r.to_json() for r in rs.reservations if r.until_ms > now],
@@ -104,22 +109,29 @@ def _paths(value, name: str) -> list[str] | None:
     return value
 
 
+async def on_store(call: Call, fn: Callable[..., T], *args) -> T:
+    """`fn(store, *args)` on a worker thread, with that thread's own handle on the repository's
+    store: a pygit2 handle is never shared between threads (docs/decisions.md, "The merge queue
+    in the worker"), so none is taken on the event loop and handed over."""
+    d, repo = call.daemon, call.repo_state().name
+    return await asyncio.to_thread(lambda: fn(d.store(repo), *args))
+
+
 @method("tree", "read")
 async def tree(call: Call) -> list:
     p = params_of(call, {"commit", "with_content", "paths"}, {"commit"})
-    rs = call.repo_state()
+    call.repo_state()  # an unknown repository is not_found before anything else
     commit = expect(p["commit"], str, "commit")
     with_content = expect(p.get("with_content", False), bool, "with_content")
     wanted = _paths(p.get("paths"), "paths")
-    store = call.daemon.store(rs.name)
-    files = await asyncio.to_thread(gitstore.list_tree, store, commit)
+    files = await on_store(call, gitstore.list_tree, commit)
     if wanted is not None:
         keep = set(wanted)
         files = [f for f in files if f["path"] in keep]
     if with_content:
         if sum(gitstore.b64_size(f["size"]) for f in files) > call.daemon.config.limits.page_b64:
             raise LoncaError("too_large", "the tree's contents do not fit one line; fetch the manifest and page with blobs")
-        return await asyncio.to_thread(gitstore.with_contents, store, files)
+        return await on_store(call, gitstore.with_contents, files)
     for f in files:
         f["content_b64"] = None
     return files
@@ -128,13 +140,12 @@ async def tree(call: Call) -> list:
 @method("blobs", "read")
 async def blobs(call: Call) -> list:
     p = params_of(call, {"commit", "paths"}, {"commit", "paths"})
-    rs = call.repo_state()
+    call.repo_state()  # an unknown repository is not_found before anything else
     commit = expect(p["commit"], str, "commit")
     wanted = _paths(p["paths"], "paths")
     d = call.daemon
-    store = d.store(rs.name)
 
-    def entries() -> list[dict]:
+    def entries(store: pygit2.Repository) -> list[dict]:
         """Only the paths asked for, from the worker's cached map of the commit's tree."""
         gitstore.commit_of(store, commit)
         files = d.tree_maps.get(store, commit)
@@ -142,11 +153,23 @@ async def blobs(call: Call) -> list:
         if missing:
             raise LoncaError("not_found", f"{missing[0]} is not in commit {commit}")
         return [gitstore.file_entry(store, x, files[x].oid, int(files[x].mode, 8)) for x in dict.fromkeys(wanted)]
-    page = await asyncio.to_thread(entries)
+    page = await on_store(call, entries)
     budget = call.daemon.config.limits.page_b64
     total = 0
     for f in page:
         total += gitstore.b64_size(f["size"])
         if total > budget:
             raise LoncaError("too_large", f"{f['path']} does not fit this page; ask for fewer files per page")
-    return await asyncio.to_thread(gitstore.with_contents, store, page)
+    return await on_store(call, gitstore.with_contents, page)
+
+
+def _listed_sessions(rs) -> list[str]:
+    """Every live session, then the latest STATUS_WINDOW that are over: what status costs
+    stays the same however many sessions the repository had (change.get and the log keep the rest)."""
+    return [*rs.live_sessions, *rs.gone_sessions]
+
+
+def _listed_changes(rs) -> list:
+    """Every change in the queue or waiting for a human, and the latest STATUS_WINDOW that left."""
+    ids = dict.fromkeys([*rs.queue, *(pr.change for pr in rs.pending.values() if pr.change), *rs.done_changes])
+    return [rs.changes[c] for c in ids if c in rs.changes]

@@ -1,18 +1,15 @@
 """What humans decide: approve (with checks) and reject (with a reason) of a pending change,
 and the policy (human.prepare_policy, then a signed policy.update)."""
-import asyncio
-
 import pygit2
 
 from lonca.protocol import LoncaError
 
-from .change_methods import leave_queue
 from .gitstore import DAEMON_SIG
 from .log import Draft, allow, deny
 from .methods import Call, expect, method, params_of
 from .policy import PolicyError, parse
-from .state import RepoState, State, register
-
+from .read_methods import on_store
+from .state import RepoState
 
 
 def decide_approve(call: Call, rs: RepoState, op: dict) -> Draft:
@@ -43,25 +40,6 @@ def decide_approve(call: Call, rs: RepoState, op: dict) -> Draft:
     return Draft(actor=call.auth.actor, op=op, decision=decision, result=result)
 
 
-@register("approve")
-def _apply_approve(st: State, rs: RepoState, entry: dict, op: dict, outcome: str) -> None:
-    pending = rs.pending.get(op["target_seq"])
-    if outcome != "allow" or pending is None:
-        return
-    pending.approvals.append(entry["actor"]["name"])
-    rec = rs.changes.get(pending.change) if pending.change else None
-    if rec and op.get("checks"):
-        rec.checks = sorted(set(rec.checks) | set(op["checks"]))
-    if len(pending.approvals) < rs.policy.approvals_required:
-        return
-    del rs.pending[op["target_seq"]]
-    if rec:
-        rec.status = {"status": "queued"}
-        rec.provenance = "reviewed"
-        rs.queue.append(rec.id)
-        rs.event({"kind": "approved", "seq": entry["seq"], "target_seq": op["target_seq"], "change": rec.id}, rec.session or "")
-
-
 def decide_reject(call: Call, rs: RepoState, op: dict) -> Draft:
     if set(op) - {"op", "target_seq", "reason"} or not isinstance(op.get("target_seq"), int):
         raise LoncaError("invalid", 'reject is {"op": "reject", "target_seq", "reason"}')
@@ -74,18 +52,6 @@ def decide_reject(call: Call, rs: RepoState, op: dict) -> Draft:
                  result=lambda e: {"target_seq": op["target_seq"], "change": pending.change if pending else None})
 
 
-@register("reject")
-def _apply_reject(st: State, rs: RepoState, entry: dict, op: dict, outcome: str) -> None:
-    pending = rs.pending.pop(op["target_seq"], None)
-    if outcome != "allow" or pending is None:
-        return
-    if pending.change and pending.change in rs.changes:
-        rec = rs.changes[pending.change]
-        leave_queue(rs, rec.id, {"status": "rejected", "reasons": [f"rejected: {op['reason']}"]})
-        rs.event({"kind": "rejected", "seq": entry["seq"], "target_seq": op["target_seq"], "reason": op["reason"],
-                  "change": rec.id}, rec.session or "")
-
-
 @method("human.prepare_policy", "human")
 async def prepare_policy(call: Call) -> dict:
     p = params_of(call, {"config", "policy"}, {"config"})
@@ -96,17 +62,17 @@ async def prepare_policy(call: Call) -> dict:
         parse(config)
     except PolicyError as e:
         raise LoncaError("invalid", str(e)) from None
-    store = d.store(rs.name)
+    parent = rs.policy_id  # read here: the thread reads no live state
 
-    def write() -> str:
+    def write(store: pygit2.Repository) -> str:
         tb = store.TreeBuilder()
         tb.insert("lonca.toml", store.create_blob(config.encode()), pygit2.GIT_FILEMODE_BLOB)
         if cedar is not None:
             tb.insert("policy.cedar", store.create_blob(cedar.encode()), pygit2.GIT_FILEMODE_BLOB)
         sig = pygit2.Signature(call.auth.human, DAEMON_SIG[1], d.now_ms() // 1000, 0)
         return str(store.create_commit(None, sig, pygit2.Signature(*DAEMON_SIG, d.now_ms() // 1000, 0),
-                                       "Lonca policy\n", tb.write(), [pygit2.Oid(hex=rs.policy_id)]))
-    commit = await asyncio.to_thread(write)
+                                       "Lonca policy\n", tb.write(), [pygit2.Oid(hex=parent)]))
+    commit = await on_store(call, write)
     return {"op": {"op": "policy.update", "policy": commit}}
 
 

@@ -1,15 +1,20 @@
 """The worker's state: nothing but the replay of the logs. `State.apply` is the one place an entry
-changes it, for entries being appended and for entries replayed at start alike; it reads the
-policy in force through `policy_of(repo, policy_id)` so replay decides exactly as the live run did."""
+changes it, for entries being appended and for entries replayed at start alike (reducers.py holds
+how each kind does); it reads the policy in force through `policy_of(repo, policy_id)` so replay
+decides exactly as the live run did."""
 import heapq
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable
 
 from lonca.protocol import SIGNATURE_LIFETIME_MS, SIGNATURE_SKEW_MS, ZERO_HASH
 
 from . import presence
-from .lease_model import Interest, LeaseIndex, LeaseSet, Reservation, any_conflict, items_conflict, split
+from .lease_model import Interest, LeaseIndex, LeaseSet, Reservation, items_conflict, split
 from .policy import DEFAULT, Policy
+
+EVENTS_KEPT = 1000  # the events a session can still read (`events`, `inbox`): its latest this many
+STATUS_WINDOW = 20  # `status` lists every live session and open change, and this many over or done
 
 @dataclass
 class SessionRec:
@@ -103,8 +108,12 @@ class RepoState:
     queue: list[str] = field(default_factory=list)
     verification_days: dict[int, int] = field(default_factory=dict)  # UTC day -> ms of checks run
     pins: dict[str, set[str]] = field(default_factory=dict)  # change -> lease sets with items pinned to it
-    events: list[tuple[dict, frozenset]] = field(default_factory=list)  # (event, sessions it is for)
+    events: dict[str, list[dict]] = field(default_factory=dict)  # session -> its events in seq order (EVENTS_KEPT)
+    live_sessions: dict[str, None] = field(default_factory=dict)  # not ended and not run out, in start order
+    gone_sessions: deque = field(default_factory=lambda: deque(maxlen=STATUS_WINDOW))  # latest over, oldest first
+    done_changes: deque = field(default_factory=lambda: deque(maxlen=STATUS_WINDOW))  # latest to leave the queue
     _expiries: list[tuple[int, str, str]] = field(default_factory=list)  # (when, "set"|"beat"|"session", id)
+    beat_due: dict[str, int] = field(default_factory=dict)  # session -> when its heartbeat is checked next
 
     # -- lease liveness -----------------------------------------------------------------------
 
@@ -137,6 +146,7 @@ class RepoState:
 
     def add_session(self, rec: SessionRec) -> None:
         self.sessions[rec.id] = rec
+        self.live_sessions[rec.id] = None
         heapq.heappush(self._expiries, (rec.expires_ms, "session", rec.id))
 
     def add_set(self, s: LeaseSet) -> None:
@@ -198,8 +208,20 @@ class RepoState:
             out.append("verification_quota:day")
         return out
 
+    def session_over(self, session: str) -> None:
+        """The session ended or ran out: status keeps it in a window, and nobody reads its events."""
+        if self.live_sessions.pop(session, 0) is None:
+            self.gone_sessions.append(session)
+        self.events.pop(session, None)
+
     def event(self, e: dict, *sessions: str) -> None:
-        self.events.append((e, frozenset(sessions)))
+        """Tell sessions `e`: kept per session, so reading costs what is new, not all history."""
+        for s in sessions:
+            if s in self.live_sessions:
+                kept = self.events.setdefault(s, [])
+                kept.append(e)
+                if len(kept) > 2 * EVENTS_KEPT:  # trimmed in halves: appending stays O(1) on average
+                    del kept[:-EVENTS_KEPT]
 
 
 class State:
@@ -229,146 +251,9 @@ class State:
         return sorted(r.name for r in self.repos.values() if r.humans.get(human) == key)
 
     def apply(self, repo: str, entry: dict, hash_hex: str) -> None:
-        op = entry["op"]
-        kind = op["op"]
-        allowed = entry["decision"]["outcome"]
-        if kind == "repo.init" and allowed == "allow":
-            rs = self.repos[repo] = RepoState(name=repo, daemon_key=op["daemon_key"], trunk=op["trunk"],
-                                              policy_id=op["policy"], profile=op.get("profile", "cooperative"),
-                                              humans={op["human"]: op["human_key"]})
-            rs.trunks[op["trunk"]] = 0
-            rs.policy = self.policy_of(repo, op["policy"])
-        rs = self.repos[repo]
-        rs.next_seq = entry["seq"] + 1
-        rs.head_hash = hash_hex
-        sig = entry.get("human")
-        if sig:
-            self.note_signature(sig, rs.humans.get(sig["human"]))
-        _expire(rs, entry["time_ms"])
-        handler = _APPLY.get(kind)
-        if handler:
-            handler(self, rs, entry, op, allowed)
-        _reserve(rs, entry["time_ms"])
+        """Apply one entry (service/reducers.py holds how each kind changes the state)."""
+        _reducers.apply(self, repo, entry, hash_hex)
 
 
-# -- expiry and reservations: what time does, at each entry ------------------------------------
-
-def _expire(rs: RepoState, t: int) -> None:
-    """Drop what ran out by this entry's time: sets past their TTL, sessions past their TTL or
-    their heartbeat timeout (their sets go, lent sets go back), reservations past their window."""
-    while rs._expiries and rs._expiries[0][0] <= t:
-        _, what, ident = heapq.heappop(rs._expiries)
-        if what == "set":
-            s = rs.sets.get(ident)
-            if s and s.items and s.expires_ms <= t:
-                _end_set(rs, s, t)
-        elif what == "beat":
-            rec = rs.sessions.get(ident)
-            if rec and rec.last_seen_ms is not None and rec.last_seen_ms + rs.policy.heartbeat_timeout_ms <= t:
-                _end_session_sets(rs, ident, t)
-        elif what == "session":
-            rec = rs.sessions.get(ident)
-            if rec and rec.expires_ms <= t:
-                _end_session_sets(rs, ident, t)
-    rs.reservations = [r for r in rs.reservations if r.until_ms > t]
-
-
-def _end_set(rs: RepoState, s: LeaseSet, t: int) -> None:
-    if s.session != s.owner and s.owner in rs.sessions and rs.sessions[s.owner].active(t):
-        rs.move_set(s, s.owner)  # a lent set goes back with the time it had
-        if s.expires_ms > t:
-            return
-    rs.drop_set(s)
-
-
-def _end_session_sets(rs: RepoState, session: str, t: int) -> None:
-    for sid in list(rs.sets_by_session.get(session, ())):
-        s = rs.sets.get(sid)
-        if s and s.items:
-            _end_set(rs, s, t)
-
-
-def _reserve(rs: RepoState, t: int) -> None:
-    """The oldest interest whose items nobody else holds any more gets a reservation."""
-    if not rs.interests:
-        return
-    keep = []
-    for it in rs.interests:
-        reserved = any(r.session != it.session and any_conflict(r.items, it.items)
-                       for r in rs.reservations)
-        if not reserved and not rs.holders(it.items, it.session, t):
-            r = Reservation(session=it.session, items=it.items, until_ms=t + rs.policy.reservation_ms, intent=it.intent)
-            rs.reservations.append(r)   # its event is told from rs.reservations (session_events)
-        else:
-            keep.append(it)
-    rs.interests = keep
-
-
-# -- operations --------------------------------------------------------------------------------
-
-def _session_start(st: State, rs: RepoState, entry: dict, op: dict, outcome: str) -> None:
-    if outcome != "allow":
-        return
-    rs.add_session(SessionRec(
-        id=op["session"], agent=op["agent"], model=op.get("model"), task=op.get("task"),
-        scope=op["scope"], created_ms=entry["time_ms"], expires_ms=op["expires_ms"],
-        harness=op.get("harness")))
-
-
-def _observe(st: State, rs: RepoState, entry: dict, op: dict, outcome: str) -> None:
-    rec = rs.sessions.get(op["session"])
-    if rec and outcome == "allow" and any(e.get("kind") == "heartbeat" for e in op.get("events", [])):
-        rec.last_seen_ms = entry["time_ms"]
-        heapq.heappush(rs._expiries, (rec.last_seen_ms + rs.policy.heartbeat_timeout_ms, "beat", rec.id))
-
-
-def _session_end(st: State, rs: RepoState, entry: dict, op: dict, outcome: str) -> None:
-    rec = rs.sessions.get(op["session"])
-    if rec and outcome == "allow":
-        rec.ended = True
-        if "unproposed" in op:
-            rec.unproposed = {**op["unproposed"], "rounds": 1, "seen_ms": entry["time_ms"]}
-        _end_session_sets(rs, rec.id, entry["time_ms"])
-        rs.interests = [i for i in rs.interests if i.session != rec.id]
-
-
-def _human_key(st: State, rs: RepoState, entry: dict, op: dict, outcome: str) -> None:
-    if outcome == "allow":
-        rs.humans[op["human"]] = op["key"]
-
-
-def _human_revoke(st: State, rs: RepoState, entry: dict, op: dict, outcome: str) -> None:
-    if outcome == "allow":
-        rs.humans.pop(op["human"], None)
-
-
-def _policy_update(st: State, rs: RepoState, entry: dict, op: dict, outcome: str) -> None:
-    if outcome == "allow":
-        rs.policy_id = op["policy"]
-        rs.policy = st.policy_of(rs.name, op["policy"])
-
-
-def _freeze(st: State, rs: RepoState, entry: dict, op: dict, outcome: str) -> None:
-    if outcome == "allow":
-        rs.frozen = op.get("reason") or "frozen" if op["op"] == "freeze" else None
-
-
-_APPLY: dict[str, Callable] = {
-    "session.start": _session_start,
-    "observe": _observe,
-    "session.end": _session_end,
-    "human.enroll": _human_key,
-    "human.rotate": _human_key,
-    "human.revoke": _human_revoke,
-    "policy.update": _policy_update,
-    "freeze": _freeze,
-    "unfreeze": _freeze,
-}
-
-
-def register(kind: str):
-    """Let the modules of later operations add how their entries change the state."""
-    def put(fn):
-        _APPLY[kind] = fn
-        return fn
-    return put
+# Imported as a module, last: reducers.py builds on the classes above, whichever is imported first.
+from . import reducers as _reducers  # noqa: E402

@@ -73,3 +73,15 @@ def read_log(engine: Engine, repo: str, start: int = 1, limit: int | None = None
             q = q.limit(limit)
         return list(s.exec(q))
 
+
+class CheckpointRow(SQLModel, table=True):
+    """A repository's replayed state as of `seq` (service/checkpoint.py): a start replays only
+    the entries after it, once the log's entry at `seq` has `hash`. A cache of the log, never
+    the truth: one that does not match is ignored and the log replayed whole."""
+    __tablename__ = "checkpoints"
+    repo: str = Field(primary_key=True, max_length=64)
+    seq: int = Field(sa_type=BigInteger)
+    hash: str = Field(max_length=64)  # the entry at seq
+    format: int
+    state: str  # canonical JSON (VARCHAR without a length: unbounded on PostgreSQL and SQLite)
+    state_hash: str = Field(max_length=64)  # SHA-256 of state: a torn or edited write is ignored

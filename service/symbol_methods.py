@@ -1,13 +1,12 @@
 """symbols: the symbol table of one file at a commit (trunk by default), for `lonca mcp`'s
 `symbols` tool and the Lonis provider: the ids an agent leases are taken from here, never built."""
-import asyncio
-
 import pygit2
 
 from lonca.protocol import LoncaError
 
 from . import gitstore
 from .methods import Call, expect, method, params_of
+from .read_methods import on_store
 
 
 def symbol_json(s) -> dict:
@@ -21,9 +20,8 @@ async def symbols(call: Call) -> dict:
     rs = call.repo_state()
     path = expect(p["path"], str, "path")
     commit = expect(p.get("commit"), str, "commit", nullable=True) or rs.trunk
-    store = call.daemon.store(rs.name)
 
-    def entry() -> pygit2.Object:
+    def read(store: pygit2.Repository):
         obj = gitstore.commit_of(store, commit)
         try:
             found = obj.tree[path]
@@ -31,9 +29,8 @@ async def symbols(call: Call) -> dict:
             raise LoncaError("not_found", f"{path} is not in commit {commit}") from None
         if found.type_str != "blob":
             raise LoncaError("not_found", f"{path} is not a file in commit {commit}")
-        return found
+        return call.daemon.symbols.table(path, str(found.id), lambda: store[found.id].data)
 
-    blob = await asyncio.to_thread(entry)
-    table = await asyncio.to_thread(call.daemon.symbols.table, path, str(blob.id), lambda: store[blob.id].data)
+    table = await on_store(call, read)
     return {"path": path, "commit": commit, "language": table.language, "status": table.status,
             "symbols": [symbol_json(s) for s in table.symbols], "syntax_errors": table.syntax_errors}

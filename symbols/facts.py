@@ -138,8 +138,8 @@ class _Change:
         if mode == "submodule":
             return _Side(entry.oid, whole_file(path, None, "unparsed", entry.oid.encode(), []), None)
         if mode == "symlink":   # its content is a path, whatever the extension says
-            data = self.load(entry.oid)
-            return _Side(entry.oid, whole_file(path, None, "unparsed", data, []), data)
+            target = self.load(entry.oid)
+            return _Side(entry.oid, whole_file(path, None, "unparsed", target, []), target)
         data: bytes | None = None
         if with_data:
             data = self.load(entry.oid)

@@ -14,6 +14,19 @@ PG_ADMIN = "host=127.0.0.1 port=5432 dbname=test user=postgres"
 IN_CI = os.environ.get("CI") == "true"
 
 
+def pytest_collection_modifyitems(items) -> None:
+    """Each test gets one of the markers registered in pyproject.toml: browser (tests/console),
+    worker (it starts a worker: the make_worker fixture, directly or through another), or unit."""
+    console = ROOT / "tests" / "console"
+    for item in items:
+        if console in item.path.parents:
+            item.add_marker(pytest.mark.browser)
+        elif "make_worker" in item.fixturenames:
+            item.add_marker(pytest.mark.worker)
+        else:
+            item.add_marker(pytest.mark.unit)
+
+
 def _pg_reachable() -> bool:
     try:
         import psycopg

@@ -3,8 +3,7 @@ import inspect
 import re
 
 from conftest import ROOT
-from lonca.service import daemon  # noqa: F401  (loads every method module)
-from lonca.service.methods import METHODS
+from lonca.service.method_table import METHODS
 
 
 def documented() -> dict[str, str]:

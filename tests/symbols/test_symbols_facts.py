@@ -248,3 +248,10 @@ def test_malformed_claim_is_a_mismatch() -> None:
     got = compare_claim({"edits": "a.py#other", "tests": ["x"]}, f)
     assert [m["field"] for m in got] == ["edits", "tests"]
     assert got[0]["claimed"] == "a.py#other"
+
+
+def test_a_symlink_and_a_submodule_are_whole_unparsed_files() -> None:
+    """Found by the type checker: these two paths called whole_file without its errors."""
+    f = facts({"a.py": CLIENT}, {"a.py": CLIENT, "link": b"a.py", "sub": b""},
+              new_modes={"link": "120000", "sub": "160000"})
+    assert f["added_files"] == ["link", "sub"] and f["adds"] == ["link#<file>", "sub#<file>"]

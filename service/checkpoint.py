@@ -1,0 +1,96 @@
+"""A repository's replayed state as canonical JSON, so a start costs the entries since the last
+checkpoint instead of the whole log (docs/decisions.md, "State checkpoints").
+
+`dump` and `load` are exact inverses over what replay builds: a state loaded from a checkpoint at
+seq n and moved on by the entries after n dumps the same bytes as one replayed from seq 1 (a unit
+test holds them to it). What is derived (the lease index, sets by session, the policy object) is
+rebuilt, not stored."""
+import heapq
+import json
+from collections import deque
+from dataclasses import asdict
+
+from lonca.canonical import canonical, sha256_hex
+
+from .lease_model import Interest, LeaseSet, Reservation
+from .state import STATUS_WINDOW, ChangeRec, PendingRec, RepoState, SessionRec, State
+from .store import CheckpointRow
+
+FORMAT = 1  # a checkpoint of another format is ignored (the log is replayed whole)
+EVERY = 10_000  # entries between a repository's checkpoints while the worker runs
+
+
+def dump(st: State, rs: RepoState) -> dict:
+    return {
+        "format": FORMAT, "name": rs.name, "daemon_key": rs.daemon_key, "trunk": rs.trunk,
+        "policy_id": rs.policy_id, "profile": rs.profile, "humans": rs.humans, "frozen": rs.frozen,
+        "next_seq": rs.next_seq, "head_hash": rs.head_hash, "trunks": rs.trunks, "integrations": rs.integrations,
+        "sessions": [asdict(r) for r in rs.sessions.values()],
+        "sets": [asdict(s) for s in rs.sets.values()],
+        "interests": [asdict(i) for i in rs.interests],
+        "reservations": [asdict(r) for r in rs.reservations],
+        "changes": [asdict(c) for c in rs.changes.values()],
+        "pending": [asdict(p) for p in rs.pending.values()],
+        "queue": rs.queue,
+        "verification_days": sorted(rs.verification_days.items()),
+        "pins": {c: sorted(sets) for c, sets in rs.pins.items()},
+        "events": rs.events,
+        "live_sessions": list(rs.live_sessions), "gone_sessions": list(rs.gone_sessions),
+        "done_changes": list(rs.done_changes),
+        "expiries": rs._expiries, "beat_due": rs.beat_due,
+        # the worker's, not the repository's: kept in each checkpoint, merged on load (a nonce
+        # spent or a sign count seen in any repository stays so)
+        "nonces": st.nonces, "sign_counts": st.sign_counts,
+    }
+
+
+def load(st: State, data: dict) -> RepoState:
+    """Put the repository `data` holds into `st` and return it."""
+    rs = RepoState(name=data["name"], daemon_key=data["daemon_key"], trunk=data["trunk"],
+                   policy_id=data["policy_id"], profile=data["profile"], humans=data["humans"],
+                   frozen=data["frozen"], next_seq=data["next_seq"], head_hash=data["head_hash"],
+                   trunks=data["trunks"], integrations=data["integrations"])
+    rs.policy = st.policy_of(rs.name, rs.policy_id)
+    rs.sessions = {d["id"]: SessionRec(**d) for d in data["sessions"]}
+    for d in data["sets"]:
+        s = LeaseSet(**d)
+        rs.sets[s.id] = s
+        rs.index.add(s)
+        rs.sets_by_session.setdefault(s.session, set()).add(s.id)
+    rs.interests = [Interest(**d) for d in data["interests"]]
+    rs.reservations = [Reservation(**d) for d in data["reservations"]]
+    rs.changes = {d["id"]: ChangeRec(**d) for d in data["changes"]}
+    rs.pending = {d["seq"]: PendingRec(**d) for d in data["pending"]}
+    rs.queue = data["queue"]
+    rs.verification_days = {day: ms for day, ms in data["verification_days"]}
+    rs.pins = {c: set(sets) for c, sets in data["pins"].items()}
+    rs.events = data["events"]
+    rs.live_sessions = dict.fromkeys(data["live_sessions"])
+    rs.gone_sessions = deque(data["gone_sessions"], maxlen=STATUS_WINDOW)
+    rs.done_changes = deque(data["done_changes"], maxlen=STATUS_WINDOW)
+    rs._expiries = [tuple(x) for x in data["expiries"]]
+    heapq.heapify(rs._expiries)
+    rs.beat_due = data["beat_due"]
+    for n, until in data["nonces"].items():
+        st.nonces[n] = max(until, st.nonces.get(n, 0))
+    for k, count in data["sign_counts"].items():
+        st.sign_counts[k] = max(count, st.sign_counts.get(k, 0))
+    st.repos[rs.name] = rs
+    return rs
+
+
+def row(st: State, rs: RepoState) -> CheckpointRow:
+    """The checkpoint of `rs` as it is now: call it when every entry applied to it is durable."""
+    text = canonical(dump(st, rs)).decode()
+    return CheckpointRow(repo=rs.name, seq=rs.next_seq - 1, hash=rs.head_hash, format=FORMAT,
+                         state=text, state_hash=sha256_hex(text.encode()))
+
+
+def usable(cp: CheckpointRow | None, hash_at_seq: str | None) -> dict | None:
+    """The checkpoint's state when it can stand for the log up to its seq: our format, intact,
+    and the log's entry at that seq is the one it covers. None otherwise."""
+    if cp is None or cp.format != FORMAT or hash_at_seq != cp.hash:
+        return None
+    if sha256_hex(cp.state.encode()) != cp.state_hash:
+        return None
+    return json.loads(cp.state)

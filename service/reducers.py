@@ -1,0 +1,418 @@
+"""How each entry changes the state: `apply` and the one table of reducers, by op kind.
+
+Replaying a log needs this module and `state.py` only: no method module has to be imported for
+its side effect, so a replay cannot silently skip an operation whose module was not loaded.
+A reducer is `(state, repo_state, entry, op, outcome)`; it runs for entries being appended and
+entries replayed alike, and changes nothing outside the state (no I/O, no clock: time is the
+entry's `time_ms`)."""
+import heapq
+from typing import Callable
+
+from .lease_model import Interest, LeaseSet, Reservation, any_conflict
+from .state import ChangeRec, PendingRec, RepoState, SessionRec, State
+
+Reducer = Callable[[State, RepoState, dict, dict, str], None]
+
+
+def apply(st: State, repo: str, entry: dict, hash_hex: str) -> None:
+    """The one place an entry changes the state (State.apply calls it)."""
+    op = entry["op"]
+    kind = op["op"]
+    allowed = entry["decision"]["outcome"]
+    if kind == "repo.init" and allowed == "allow":
+        rs = st.repos[repo] = RepoState(name=repo, daemon_key=op["daemon_key"], trunk=op["trunk"],
+                                        policy_id=op["policy"], profile=op.get("profile", "cooperative"),
+                                        humans={op["human"]: op["human_key"]})
+        rs.trunks[op["trunk"]] = 0
+        rs.policy = st.policy_of(repo, op["policy"])
+    rs = st.repos[repo]
+    rs.next_seq = entry["seq"] + 1
+    rs.head_hash = hash_hex
+    sig = entry.get("human")
+    if sig:
+        st.note_signature(sig, rs.humans.get(sig["human"]))
+    _expire(rs, entry["time_ms"])
+    REDUCERS[kind](st, rs, entry, op, allowed)
+    _reserve(rs, entry["time_ms"])
+
+
+# -- expiry and reservations: what time does, at each entry ------------------------------------
+
+def _expire(rs: RepoState, t: int) -> None:
+    """Drop what ran out by this entry's time: sets past their TTL, sessions past their TTL or
+    their heartbeat timeout (their sets go, lent sets go back), reservations past their window."""
+    while rs._expiries and rs._expiries[0][0] <= t:
+        _, what, ident = heapq.heappop(rs._expiries)
+        if what == "set":
+            s = rs.sets.get(ident)
+            if s and s.items and s.expires_ms <= t:
+                _end_set(rs, s, t)
+        elif what == "beat":
+            rs.beat_due.pop(ident, None)
+            rec = rs.sessions.get(ident)
+            if rec and not rec.ended and rec.last_seen_ms is not None:
+                due = rec.last_seen_ms + rs.policy.heartbeat_timeout_ms
+                if due <= t:
+                    _end_session_sets(rs, ident, t)
+                else:  # it beat since: one check when the latest beat times out
+                    _check_beat(rs, ident, due)
+        elif what == "session":
+            rec = rs.sessions.get(ident)
+            if rec and rec.expires_ms <= t:
+                _end_session_sets(rs, ident, t)
+                rs.session_over(ident)
+    rs.reservations = [r for r in rs.reservations if r.until_ms > t]
+
+
+def _end_set(rs: RepoState, s: LeaseSet, t: int) -> None:
+    if s.session != s.owner and s.owner in rs.sessions and rs.sessions[s.owner].active(t):
+        rs.move_set(s, s.owner)  # a lent set goes back with the time it had
+        if s.expires_ms > t:
+            return
+    rs.drop_set(s)
+
+
+def _end_session_sets(rs: RepoState, session: str, t: int) -> None:
+    for sid in list(rs.sets_by_session.get(session, ())):
+        s = rs.sets.get(sid)
+        if s and s.items:
+            _end_set(rs, s, t)
+
+
+def _reserve(rs: RepoState, t: int) -> None:
+    """The oldest interest whose items nobody else holds any more gets a reservation."""
+    if not rs.interests:
+        return
+    keep = []
+    for it in rs.interests:
+        reserved = any(r.session != it.session and any_conflict(r.items, it.items)
+                       for r in rs.reservations)
+        if not reserved and not rs.holders(it.items, it.session, t):
+            r = Reservation(session=it.session, items=it.items, until_ms=t + rs.policy.reservation_ms, intent=it.intent)
+            rs.reservations.append(r)   # its event is told from rs.reservations (session_events)
+        else:
+            keep.append(it)
+    rs.interests = keep
+
+
+# -- sessions, humans, policy --------------------------------------------------------------------------------
+
+def _session_start(st: State, rs: RepoState, entry: dict, op: dict, outcome: str) -> None:
+    if outcome != "allow":
+        return
+    rs.add_session(SessionRec(
+        id=op["session"], agent=op["agent"], model=op.get("model"), task=op.get("task"),
+        scope=op["scope"], created_ms=entry["time_ms"], expires_ms=op["expires_ms"],
+        harness=op.get("harness")))
+
+
+def _observe(st: State, rs: RepoState, entry: dict, op: dict, outcome: str) -> None:
+    rec = rs.sessions.get(op["session"])
+    if rec and outcome == "allow" and any(e.get("kind") == "heartbeat" for e in op.get("events", [])):
+        rec.last_seen_ms = entry["time_ms"]
+        if rec.id not in rs.beat_due:
+            _check_beat(rs, rec.id, rec.last_seen_ms + rs.policy.heartbeat_timeout_ms)
+
+
+def _check_beat(rs: RepoState, session: str, due: int) -> None:
+    """One pending heartbeat check per session, moved on when it comes due (_expire), instead of
+    one per heartbeat: the heap stays the size of the sessions, not of their heartbeats."""
+    rs.beat_due[session] = due
+    heapq.heappush(rs._expiries, (due, "beat", session))
+
+
+def _session_end(st: State, rs: RepoState, entry: dict, op: dict, outcome: str) -> None:
+    rec = rs.sessions.get(op["session"])
+    if rec and outcome == "allow":
+        rec.ended = True
+        if "unproposed" in op:
+            rec.unproposed = {**op["unproposed"], "rounds": 1, "seen_ms": entry["time_ms"]}
+        _end_session_sets(rs, rec.id, entry["time_ms"])
+        rs.interests = [i for i in rs.interests if i.session != rec.id]
+        rs.session_over(rec.id)
+
+
+def _human_key(st: State, rs: RepoState, entry: dict, op: dict, outcome: str) -> None:
+    if outcome == "allow":
+        rs.humans[op["human"]] = op["key"]
+
+
+def _human_revoke(st: State, rs: RepoState, entry: dict, op: dict, outcome: str) -> None:
+    if outcome == "allow":
+        rs.humans.pop(op["human"], None)
+
+
+def _policy_update(st: State, rs: RepoState, entry: dict, op: dict, outcome: str) -> None:
+    if outcome == "allow":
+        rs.policy_id = op["policy"]
+        rs.policy = st.policy_of(rs.name, op["policy"])
+
+
+def _freeze(st: State, rs: RepoState, entry: dict, op: dict, outcome: str) -> None:
+    if outcome == "allow":
+        rs.frozen = op.get("reason") or "frozen" if op["op"] == "freeze" else None
+
+
+# -- leases ------------------------------------------------------------------------------------
+
+def _apply_acquire(st: State, rs: RepoState, entry: dict, op: dict, outcome: str) -> None:
+    t, me = entry["time_ms"], entry["actor"]["session"]
+    if outcome != "allow":
+        for s, _held, _want, _pinned in rs.holders(op["items"], me, t):
+            s.wanted_ms = t  # someone waits: renewing past max_hold is refused from now on
+        return
+    existing = rs.sets.get(op["set"])
+    if existing:
+        rs.index.remove(existing)
+        existing.items = existing.items + [i for i in op["items"] if i not in existing.items]
+        existing.expires_ms = t + op["ttl_ms"]
+        rs.index.add(existing)
+        rs.schedule_expiry(existing)
+    else:
+        rs.add_set(LeaseSet(id=op["set"], session=me, owner=me, items=op["items"], intent=op["intent"],
+                            acquired_ms=t, expires_ms=t + op["ttl_ms"]))
+    got = op["items"]
+    rs.reservations = [r for r in rs.reservations if not (r.session == me and any_conflict(r.items, got))]
+    rs.interests = [i for i in rs.interests if not (i.session == me and any_conflict(i.items, got))]
+
+
+def _apply_release(st: State, rs: RepoState, entry: dict, op: dict, outcome: str) -> None:
+    s = rs.sets.get(op["set"])
+    if outcome == "allow" and s:
+        if s.session != s.owner and s.owner in rs.sessions and rs.sessions[s.owner].active(entry["time_ms"]):
+            rs.move_set(s, s.owner)
+        else:
+            rs.drop_set(s)
+
+
+def _apply_renew(st: State, rs: RepoState, entry: dict, op: dict, outcome: str) -> None:
+    s = rs.sets.get(op["set"])
+    if outcome == "allow" and s:
+        s.expires_ms = entry["time_ms"] + op["ttl_ms"]
+        rs.schedule_expiry(s)
+
+
+def _apply_interest(st: State, rs: RepoState, entry: dict, op: dict, outcome: str) -> None:
+    if outcome == "allow":
+        t = entry["time_ms"]
+        rs.interests.append(Interest(session=entry["actor"]["session"], items=op["items"], intent=op["intent"],
+                                     created_ms=t, blocks_until_ms=t + rs.policy.interest_block_ms, seq=entry["seq"]))
+
+
+# -- proposals and the queue -------------------------------------------------------------------
+
+def touched_paths(facts: dict) -> list[str]:
+    """The files a change adds, modifies or deletes."""
+    return sorted(set(facts.get("added_files", [])) | set(facts.get("modified_files", [])) | set(facts.get("deleted_files", [])))
+
+
+def _apply_propose(st: State, rs: RepoState, entry: dict, op: dict, outcome: str) -> None:
+    actor, facts = entry["actor"], entry.get("facts") or {}
+    session = actor.get("session")
+    if op.get("commit") is None:
+        return
+    paths = touched_paths(facts)
+    old = rs.changes.get(op["change"])
+    if old:  # a new version takes the old one's place in the queue or review
+        leave_queue(rs, old.id, old.status)
+    status = {"allow": {"status": "queued"}, "escalate": {"status": "pending", "seq": entry["seq"]},
+              "deny": {"status": "rejected", "reasons": entry["decision"]["reasons"]}}[outcome]
+    rec = ChangeRec(id=op["change"], actor=actor, session=session, commit=op["commit"], base=op["base"],
+                    claim=op["claim"], facts=facts, status=status,
+                    provenance="human" if actor["kind"] == "human" else "unobserved",
+                    proposed_seq=entry["seq"], created_ms=old.created_ms if old else entry["time_ms"],
+                    version=old.version + 1 if old else 1, paths=paths, intent=op["claim"].get("intent") or "",
+                    checks=old.checks if old else [], versions=(old.versions if old else []) + [entry["seq"]])
+    rs.changes[rec.id] = rec
+    if outcome == "deny":
+        rs.done_changes.append(rec.id)
+        return
+    for reason in entry["decision"]["reasons"]:
+        if reason.startswith("replaces:"):
+            gone = rs.changes.get(reason.split(":", 1)[1])
+            # logs written before the fix name the new version itself: it is never withdrawn
+            if gone and gone.id != rec.id and gone.status["status"] == "pending":
+                leave_queue(rs, gone.id, {"status": "withdrawn"})
+        elif reason.startswith("affected_lease:"):
+            _, sess, set_id = reason.split(":", 2)
+            rs.event({"kind": "symbols_changed", "seq": entry["seq"], "change": rec.id, "from": session,
+                      "sets": [set_id], "symbols": facts.get("signature_changes", []) + [o for o, _ in facts.get("renames", [])]
+                      + facts.get("deletes", [])}, sess)
+    for pin in op.get("pins", []):
+        s = rs.sets.get(pin["set"])
+        if s:
+            rs.index.remove(s)
+            s.pinned[rec.id] = pin["items"]
+            rs.index.add(s)
+            rs.pins.setdefault(rec.id, set()).add(s.id)
+    if outcome == "allow":
+        rs.queue.append(rec.id)
+    else:
+        rs.pending[entry["seq"]] = PendingRec(seq=entry["seq"], created_ms=entry["time_ms"], actor=actor,
+                                              op="change.propose", reasons=entry["decision"]["reasons"], change=rec.id)
+
+
+def _leave_pending(rs: RepoState, change: str) -> None:
+    for seq, pr in list(rs.pending.items()):
+        if pr.change == change:
+            del rs.pending[seq]
+
+
+def leave_queue(rs: RepoState, change: str, status: dict) -> None:
+    """A change leaves the queue (integrated, conflicted, rejected, withdrawn): unpin its items."""
+    rec = rs.changes[change]
+    rec.status = status
+    if change in rs.queue:
+        rs.queue.remove(change)
+    _leave_pending(rs, change)
+    rs.unpin(change)
+    rs.done_changes.append(change)
+
+
+def _apply_withdraw(st: State, rs: RepoState, entry: dict, op: dict, outcome: str) -> None:
+    if outcome == "allow" and op["change"] in rs.changes:
+        leave_queue(rs, op["change"], {"status": "withdrawn"})
+
+
+def _apply_approve(st: State, rs: RepoState, entry: dict, op: dict, outcome: str) -> None:
+    pending = rs.pending.get(op["target_seq"])
+    if outcome != "allow" or pending is None:
+        return
+    pending.approvals.append(entry["actor"]["name"])
+    rec = rs.changes.get(pending.change) if pending.change else None
+    if rec and op.get("checks"):
+        rec.checks = sorted(set(rec.checks) | set(op["checks"]))
+    if len(pending.approvals) < rs.policy.approvals_required:
+        return
+    del rs.pending[op["target_seq"]]
+    if rec:
+        rec.status = {"status": "queued"}
+        rec.provenance = "reviewed"
+        rs.queue.append(rec.id)
+        rs.event({"kind": "approved", "seq": entry["seq"], "target_seq": op["target_seq"], "change": rec.id}, rec.session or "")
+
+
+def _apply_reject(st: State, rs: RepoState, entry: dict, op: dict, outcome: str) -> None:
+    pending = rs.pending.pop(op["target_seq"], None)
+    if outcome != "allow" or pending is None:
+        return
+    if pending.change and pending.change in rs.changes:
+        rec = rs.changes[pending.change]
+        leave_queue(rs, rec.id, {"status": "rejected", "reasons": [f"rejected: {op['reason']}"]})
+        rs.event({"kind": "rejected", "seq": entry["seq"], "target_seq": op["target_seq"], "reason": op["reason"],
+                  "change": rec.id}, rec.session or "")
+
+
+def _duration(evidence: list[dict]) -> int:
+    return sum(int(a["details"].get("duration_ms") or 0) for a in evidence)
+
+
+def _apply_integrate(st: State, rs: RepoState, entry: dict, op: dict, outcome: str) -> None:
+    rec = rs.changes.get(op["change"])
+    if rec is None:
+        return
+    rec.integrate_seq, rec.integrate_decision, rec.evidence = entry["seq"], entry["decision"], entry["evidence"]
+    _account(rs, entry, [rec])
+    if outcome == "allow":
+        _integrated(rs, entry, rec, op["merged"])
+        return
+    reasons = entry["decision"]["reasons"]
+    if op["conflicts"] or "merge_conflict" in reasons:
+        leave_queue(rs, rec.id, {"status": "conflicted", "symbols": op["conflicts"]})
+        rs.event({"kind": "conflicted", "seq": entry["seq"], "change": rec.id, "conflicts": op["conflicts"]}, rec.session or "")
+    else:
+        leave_queue(rs, rec.id, {"status": "rejected", "reasons": reasons})
+        rs.event({"kind": "failed", "seq": entry["seq"], "change": rec.id, "reasons": reasons}, rec.session or "")
+
+
+def _apply_batch(st: State, rs: RepoState, entry: dict, op: dict, outcome: str) -> None:
+    recs = [rs.changes[c] for c, _ in op["merged"] if c in rs.changes]
+    _account(rs, entry, recs[:1])
+    for rec, (_, commit) in zip(recs, op["merged"]):
+        rec.integrate_seq, rec.integrate_decision, rec.evidence = entry["seq"], entry["decision"], entry["evidence"]
+        _integrated(rs, entry, rec, commit)
+
+
+def _integrated(rs: RepoState, entry: dict, rec, commit: str) -> None:
+    rs.trunk = commit
+    rs.integrations += 1
+    rs.trunks[commit] = rs.integrations
+    leave_queue(rs, rec.id, {"status": "integrated", "commit": commit})
+    rs.event({"kind": "integrated", "seq": entry["seq"], "change": rec.id}, rec.session or "")
+
+
+def _account(rs: RepoState, entry: dict, recs: list) -> None:
+    """Verification time counts against the day (UTC) and the sessions' lines ([quota])."""
+    ms = _duration(entry["evidence"])
+    if not ms:
+        return
+    day = entry["time_ms"] // 86_400_000
+    rs.verification_days[day] = rs.verification_days.get(day, 0) + ms
+    for rec in recs:
+        sess = rs.sessions.get(rec.session or "")
+        while sess is not None:
+            sess.verification_ms += ms
+            sess = rs.sessions.get(sess.parent) if sess.parent else None
+
+
+# -- what sessions tell each other -------------------------------------------------------------
+
+def _apply_negotiate(st: State, rs: RepoState, entry: dict, op: dict, outcome: str) -> None:
+    if outcome != "allow":
+        return
+    me, to, msg = entry["actor"]["session"], op["to_session"], op["message"]
+    rs.event({"kind": "message", "seq": entry["seq"], "thread": op["thread"], "from": me, "message": msg}, to)
+    if msg["type"] == "yield":
+        s = rs.sets.get(msg["set"])
+        if s is None:
+            return
+        if msg.get("to"):
+            rs.move_set(s, to)
+            s.owner = to
+            rs.event({"kind": "lease_received", "seq": entry["seq"], "set": s.id, "from": me}, to)
+        else:
+            rs.drop_set(s)
+
+
+def _apply_attenuate(st: State, rs: RepoState, entry: dict, op: dict, outcome: str) -> None:
+    if outcome != "allow":
+        return
+    parent = rs.sessions[op["parent"]]
+    rs.add_session(SessionRec(id=op["child"], agent=op["agent"], model=parent.model, task=parent.task,
+                              scope=op["scope"], created_ms=entry["time_ms"], expires_ms=op["expires_ms"],
+                              parent=parent.id))
+    for sid in op.get("leases", []):
+        s = rs.sets.get(sid)
+        if s:
+            rs.move_set(s, op["child"])
+            rs.event({"kind": "lease_received", "seq": entry["seq"], "set": sid, "from": parent.id}, op["child"])
+
+
+def _nothing(st: State, rs: RepoState, entry: dict, op: dict, outcome: str) -> None:
+    """The entry moves the chain (seq, head) and the clock (expiry) only."""
+
+
+REDUCERS: dict[str, Reducer] = {
+    "repo.init": _nothing,  # the repository's state is made in `apply`, before any reducer runs
+    "session.start": _session_start,
+    "observe": _observe,
+    "session.end": _session_end,
+    "human.enroll": _human_key,
+    "human.rotate": _human_key,
+    "human.revoke": _human_revoke,
+    "policy.update": _policy_update,
+    "freeze": _freeze,
+    "unfreeze": _freeze,
+    "lease.acquire": _apply_acquire,
+    "lease.release": _apply_release,
+    "lease.renew": _apply_renew,
+    "lease.interest": _apply_interest,
+    "change.propose": _apply_propose,
+    "change.withdraw": _apply_withdraw,
+    "approve": _apply_approve,
+    "reject": _apply_reject,
+    "change.integrate": _apply_integrate,
+    "change.integrate_batch": _apply_batch,
+    "negotiate": _apply_negotiate,
+    "cap.attenuate": _apply_attenuate,
+}

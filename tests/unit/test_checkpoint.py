@@ -1,0 +1,65 @@
+"""State checkpoints (service/checkpoint.py): a state loaded from a checkpoint and moved on by the
+entries after it is byte for byte the state replayed from seq 1; a checkpoint that does not cover
+the log's entry at its seq, is torn, or of another format is not used."""
+from entries import Chain, replay
+
+from lonca.canonical import canonical
+from lonca.service import checkpoint
+from lonca.service.state import State
+
+
+def busy_chain() -> Chain:
+    """Sessions, leases held, lent and run out, messages, interests, ends: most of what replay builds."""
+    c = Chain()
+    for s in ("s1", "s2", "s3"):
+        c.start(s)
+        c.beat(s)
+    c.acquire("s1", "L1", ["a.py#f", "b.py#<file>"], ttl_ms=5_000)
+    c.acquire("s2", "L2", ["a.py#g"])
+    c.acquire("s3", "L3", ["a.py#f"], outcome="deny")
+    c.add({"op": "lease.interest", "items": [{"symbol": "a.py#f", "kind": "edit"}], "intent": "after you"},
+          actor={"kind": "agent", "session": "s3", "agent": "agent-s3"})
+    c.message("s2", "s1", "hello")
+    c.clock.step(6_000)
+    c.beat("s2")  # L1 runs out; s3's interest becomes a reservation
+    c.end("s2")
+    for i in range(5):
+        c.message("s1", "s3", f"m{i}")
+        c.clock.step(10)
+    return c
+
+
+def test_load_then_replay_the_rest_equals_replay_from_the_start():
+    c = busy_chain()
+    whole = replay(c)
+    want = canonical(checkpoint.dump(whole, whole.repo("demo")))
+    for cut in range(1, len(c.rows) + 1):
+        head = _replay_prefix(c, cut)
+        row = checkpoint.row(head, head.repo("demo"))
+        assert row.seq == cut and row.hash == c.rows[cut - 1][1]
+        resumed = State()
+        checkpoint.load(resumed, checkpoint.usable(row, c.rows[cut - 1][1]))
+        replay(c, resumed, start=cut + 1)
+        assert canonical(checkpoint.dump(resumed, resumed.repo("demo"))) == want, cut
+    assert whole.repo("demo").reservations and whole.repo("demo").events["s3"]
+
+
+def _replay_prefix(c: Chain, n: int) -> State:
+    st = State()
+    for entry, h, _ in c.rows[:n]:
+        st.apply(c.repo, entry, h)
+    return st
+
+
+def test_a_checkpoint_that_does_not_match_is_not_used():
+    c = busy_chain()
+    st = replay(c)
+    row = checkpoint.row(st, st.repo("demo"))
+    at = c.rows[-1][1]
+    assert checkpoint.usable(row, at) is not None
+    assert checkpoint.usable(row, c.rows[-2][1]) is None  # the log's entry at seq is another
+    assert checkpoint.usable(row, None) is None  # the log has no entry at seq (restored from a backup)
+    assert checkpoint.usable(None, at) is None
+    torn = row.model_copy(update={"state": row.state[:-1]})
+    assert checkpoint.usable(torn, at) is None
+    assert checkpoint.usable(row.model_copy(update={"format": checkpoint.FORMAT + 1}), at) is None

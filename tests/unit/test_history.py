@@ -1,0 +1,66 @@
+"""What the worker keeps of its history in memory is bounded: events per session (and none for
+a session that is over), and status's window of sessions over and changes done."""
+from entries import Chain, replay
+
+from lonca.service.event_methods import session_events
+from lonca.service.read_methods import _listed_sessions
+from lonca.service.state import EVENTS_KEPT, STATUS_WINDOW
+
+
+def test_a_session_keeps_its_latest_events_and_reads_from_a_seq():
+    c = Chain()
+    c.start("s1")
+    c.start("s2")
+    for i in range(3 * EVENTS_KEPT):
+        c.message("s1", "s2", f"n{i}")
+    rs = replay(c).repo("demo")
+    kept = rs.events["s2"]
+    assert EVENTS_KEPT <= len(kept) <= 2 * EVENTS_KEPT
+    assert kept[-1]["message"]["note"] == f"n{3 * EVENTS_KEPT - 1}" and "s1" not in rs.events
+    last = kept[-1]["seq"]
+    assert [e["seq"] for e in session_events(rs, "s2", last - 2, c.clock())] == [last - 2, last - 1, last]
+    assert session_events(rs, "s2", last + 1, c.clock()) == []
+
+
+def test_a_session_that_is_over_keeps_no_events():
+    c = Chain()
+    c.start("s1")
+    c.start("s2", ttl_ms=1_000)
+    c.message("s1", "s2", "hello")
+    assert [e["kind"] for e in replay(c).repo("demo").events["s2"]] == ["message"]
+    c.clock.step(1_000)
+    c.beat("s1")  # the entry that finds s2 run out
+    rs = replay(c).repo("demo")
+    assert "s2" not in rs.events and list(rs.gone_sessions) == ["s2"]
+    c.message("s1", "s2", "too late")
+    assert "s2" not in replay(c).repo("demo").events
+
+
+def test_status_lists_every_live_session_and_a_window_of_those_over():
+    c = Chain()
+    c.start("old")  # live for the whole run: listed however many came after
+    for i in range(STATUS_WINDOW + 50):
+        c.start(f"s{i}")
+        c.end(f"s{i}")
+    rs = replay(c).repo("demo")
+    listed = _listed_sessions(rs)
+    assert listed[0] == "old" and len(listed) == 1 + STATUS_WINDOW
+    assert listed[-1] == f"s{STATUS_WINDOW + 49}" and "s0" not in listed
+
+
+def test_heartbeats_keep_one_pending_check_per_session():
+    """However often a session beats, one heartbeat check waits for it (not one per beat), and
+    a session that goes on beating keeps its leases past many timeouts."""
+    c = Chain()
+    c.start("s1")
+    c.beat("s1")
+    c.acquire("s1", "L1", ["a.py#f"], ttl_ms=10_000_000)
+    timeout = replay(c).repo("demo").policy.heartbeat_timeout_ms
+    for _ in range(200):
+        c.clock.step(timeout // 40)
+        c.beat("s1")
+    rs = replay(c).repo("demo")
+    assert [what for _, what, _ in rs._expiries].count("beat") == 1 and "L1" in rs.sets
+    c.clock.step(timeout)
+    c.start("s2")  # s1 fell silent: the first entry past its timeout ends its sets
+    assert "L1" not in replay(c).repo("demo").sets

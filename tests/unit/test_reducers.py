@@ -1,0 +1,122 @@
+"""The reducer table (service/reducers.py): replay from entry lists, with a steppable clock, and
+with no method module loaded."""
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from entries import Chain, replay
+
+ROOT = Path(__file__).resolve().parents[2]
+
+REPLAY_ALONE = """
+import json, sys
+sys.path.insert(0, {here!r})
+from entries import Chain, replay
+c = Chain()
+c.start("s1"); c.start("s2")
+c.acquire("s1", "L1", ["a.py#f"])
+c.message("s2", "s1", "may I have f?")
+c.beat("s1")
+st = replay(c)
+rs = st.repo("demo")
+held = sorted(rs.sets)
+c.release("s1", "L1"); c.end("s2")
+st = replay(c, st, start=len(c.rows) - 1)
+print(json.dumps({{"held": held, "after": sorted(rs.sets), "ended": rs.sessions["s2"].ended,
+                  "inbox": [e["kind"] for e in rs.events.get("s1", [])], "next_seq": rs.next_seq,
+                  "modules": sorted(m for m in sys.modules if m.startswith("lonca."))}}))
+"""
+
+
+def test_replay_needs_the_reducers_alone():
+    """A fresh interpreter replays a log having imported the state and the reducers only: no
+    method module, the daemon or the method table."""
+    out = subprocess.run([sys.executable, "-c", REPLAY_ALONE.format(here=str(Path(__file__).parent))],
+                         capture_output=True, text=True, timeout=60, cwd="/")
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout)
+    assert got["held"] == ["L1"] and got["after"] == [] and got["ended"] is True
+    assert got["inbox"] == ["message"] and got["next_seq"] == 9
+    loaded = [m for m in got["modules"] if m.startswith("lonca.service.")]
+    assert "lonca.service.reducers" in loaded
+    assert not [m for m in loaded if m.endswith("_methods") or m.split(".")[-1] in
+                {"daemon", "method_table", "queue_runner", "log"}], loaded
+
+
+def logged_kinds() -> set[str]:
+    """Every op kind the worker's writer can log: the kinds its decisions spell out, and those
+    a human may submit signed (human.submit's table)."""
+    from lonca.service.method_table import SUBMIT_OPS
+    kinds = set(SUBMIT_OPS)
+    for f in (ROOT / "service").glob("*.py"):
+        kinds |= set(re.findall(r'"op": "([a-z_.]+)"', f.read_text()))
+    return kinds
+
+
+def test_every_logged_kind_has_a_reducer():
+    from lonca.service.reducers import REDUCERS
+    kinds = logged_kinds()
+    assert {"repo.init", "session.start", "lease.acquire", "change.integrate", "freeze"} <= kinds
+    assert kinds - set(REDUCERS) == set()
+
+
+def test_a_lease_runs_out_with_the_entries_time():
+    c = Chain()
+    c.start("s1")
+    c.acquire("s1", "L1", ["a.py#f"], ttl_ms=10_000)
+    c.clock.step(9_999)
+    c.beat("s1")
+    assert "L1" in replay(c).repo("demo").sets
+    c.clock.step(1)
+    c.beat("s1")  # any entry at or past the set's end drops it
+    assert "L1" not in replay(c).repo("demo").sets
+
+
+def test_a_silent_session_loses_its_leases_after_the_heartbeat_timeout():
+    c = Chain()
+    c.start("s1")
+    c.start("s2")
+    c.beat("s1")
+    c.acquire("s1", "L1", ["a.py#f"])
+    timeout = replay(c).repo("demo").policy.heartbeat_timeout_ms
+    c.clock.step(timeout - 1)
+    c.beat("s2")
+    assert "L1" in replay(c).repo("demo").sets
+    c.clock.step(1)
+    c.beat("s2")
+    assert "L1" not in replay(c).repo("demo").sets
+
+
+def test_a_denied_acquire_marks_the_holder_wanted():
+    c = Chain()
+    c.start("s1")
+    c.start("s2")
+    c.acquire("s1", "L1", ["a.py#f"])
+    c.clock.step(5)
+    c.acquire("s2", "L2", ["a.py#f"], outcome="deny")
+    rs = replay(c).repo("demo")
+    assert rs.sets["L1"].wanted_ms == c.clock() and "L2" not in rs.sets
+
+
+def test_replay_in_two_parts_equals_replay_at_once():
+    c = Chain()
+    c.start("s1")
+    c.start("s2")
+    c.acquire("s1", "L1", ["a.py#f", "b.py#<file>"])
+    c.message("s1", "s2", "hi")
+    half = len(c.rows)
+    c.clock.step(100)
+    c.release("s1", "L1")
+    c.end("s1")
+    whole = replay(c).repo("demo")
+    parts = replay(c, replay(_prefix(c, half)), start=half + 1).repo("demo")
+    assert (whole.next_seq, whole.head_hash, sorted(whole.sets), whole.sessions["s1"].ended) == \
+        (parts.next_seq, parts.head_hash, sorted(parts.sets), parts.sessions["s1"].ended)
+
+
+def _prefix(c: Chain, n: int) -> Chain:
+    p = Chain.__new__(Chain)
+    p.repo, p.clock, p.key, p.rows = c.repo, c.clock, c.key, c.rows[:n]
+    return p
