@@ -107,10 +107,12 @@ def _close(raw: Raw, end: int, end_point: Point) -> None:
 
 
 def _toml_key(node: Node, src: bytes) -> str:
+    """The key as written without its quotes; `""` for an empty one, as JSON and YAML show it
+    (an empty name would make its keys look like the file's own)."""
     for child in node.named_children:
         if child.type in ("bare_key", "dotted_key", "quoted_key"):
-            return _text(child, src).replace('"', "").replace("'", "")
-    return ""
+            return _text(child, src).replace('"', "").replace("'", "") or '""'
+    return '""'
 
 
 def _toml(root: Node, src: bytes, out: list[Raw]) -> None:
