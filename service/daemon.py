@@ -115,15 +115,9 @@ class Daemon:
 
     def policy_text(self, repo: str, commit_id: str) -> str | None:
         """lonca.toml of a commit in the repository's store, None when absent."""
-        path = self.config.store_path(repo)
-        store = self.store(repo) if path.exists() else None
-        if store is None:
+        if not self.config.store_path(repo).exists():
             return None
-        try:
-            commit = store.get(commit_id)
-            return store[commit.tree["lonca.toml"].id].data.decode("utf-8", "replace")
-        except (KeyError, ValueError, AttributeError, TypeError):
-            return None
+        return gitstore.policy_text(self.store(repo), commit_id)
 
     def policy_of(self, repo: str, commit_id: str) -> Policy:
         key = (repo, commit_id)

@@ -1,5 +1,6 @@
 """[sessions] ops_per_minute: a session and those made from it share one budget. Kept in memory,
-never logged (a refused request writes nothing)."""
+never logged (a refused request writes nothing); `refused` counts the refusals for
+`ping.refused.rate_limited`, beside the socket server's own counts."""
 from collections import deque
 
 from lonca.protocol import LoncaError
@@ -10,6 +11,7 @@ from .state import RepoState
 class RateLimiter:
     def __init__(self):
         self._seen: dict[tuple[str, str], deque] = {}
+        self.refused = 0
 
     def root(self, rs: RepoState, session: str) -> str:
         rec = rs.sessions.get(session)
@@ -24,5 +26,6 @@ class RateLimiter:
             q.popleft()
         if limit and len(q) >= limit:
             wait_s = max(1, (q[0] + 60_000 - now_ms + 999) // 1000)
+            self.refused += 1
             raise LoncaError("rate_limited", f"past [sessions] ops_per_minute ({limit}); try again in {wait_s} s")
         q.append(now_ms)
