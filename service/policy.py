@@ -257,8 +257,9 @@ def parse(text: str) -> Policy:
         if not isinstance(keys, dict):
             raise PolicyError(f"lonca.toml: {table} is not a table; settings go in {tables}")
         if table not in TABLES:
-            raise PolicyError(f"lonca.toml: [{table}] is not a table Lonca knows: {tables} "
-                              "(docs/policy.md)")
+            what = f"[{table}] {next(iter(keys))}" if keys else f"[{table}]"
+            raise PolicyError(f"lonca.toml: {what} is not a setting Lonca knows: there is no table "
+                              f"[{table}]; the tables are {tables} (docs/policy.md)")
     # in SETTINGS order, so checks_by_path sees the checks it names
     for setting in SETTINGS:
         keys = doc.get(setting.table, {})
