@@ -72,13 +72,16 @@ def _markdown(root: Node, src: bytes, out: list[Raw]) -> None:
     deeper level that follow it. Six levels at most: no recursion on the input's nesting."""
     open_: list[tuple[int, Raw]] = []
     for heading in _top_headings(root):
-        level = next((_LEVEL[c.type] for c in heading.children if c.type in _LEVEL), 1)
-        while open_ and open_[-1][0] >= level:
-            _close(open_.pop()[1], heading.start_byte, heading.start_point)
+        # the marker comes first in an ATX heading, the underline last in a setext one
         if heading.type == "atx_heading":
+            level = _LEVEL.get(heading.child(0).type, 1)
             content = heading.child_by_field_name("heading_content")
         else:
-            content = next((c for c in heading.named_children if c.type == "paragraph"), None)
+            level = _LEVEL.get(heading.child(heading.child_count - 1).type, 1)
+            content = heading.child(0)
+            content = content if content.type == "paragraph" else None
+        while open_ and open_[-1][0] >= level:
+            _close(open_.pop()[1], heading.start_byte, heading.start_point)
         raw = Raw(name=_text(content, src) or "(untitled)", kind="section",
                   start=heading.start_byte, head=heading.start_byte, sig_end=heading.end_byte,
                   end=heading.end_byte, start_row=heading.start_point.row,

@@ -123,7 +123,7 @@ def parsed_table(path: str, data: bytes, timeout_s: float | None = None,
     """`symbol_table` and the tree it was read from (None when nothing was parsed); `old`, an
     earlier tree edited to match `data` (parsing.edited), makes the parse incremental."""
     language = language_of(path)
-    problem = text_problem(data)
+    problem = text_problem(data, language)
     if language is None:
         return whole_file(path, None, "unparsed", data, []), None
     if problem is not None:

@@ -4,7 +4,10 @@ alike, `~`, `<file>`, `<append>`, empty names)."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -215,3 +218,70 @@ def test_a_dotted_key_beside_nested_keys_is_two_ids() -> None:
         "dependencies.serde~2.features"]
     f = facts({"c.yaml": b"a:\n  b: 2\na.b: 1\n"}, {"c.yaml": b"a:\n  b: 2\na.b: 5\n"})
     assert f["edits"] == ["c.yaml#a.b~2"]
+
+
+# --- hostile documents ------------------------------------------------------------------------
+
+HOSTILE = {
+    "nul.md": b"# a\0b\n\ntext\n",
+    "surrogate.md": "# a\ud800b\n".encode("utf-8", "surrogatepass"),
+    "replaced.md": "# a\ud800b\n".encode("utf-8", "surrogatepass").decode("utf-8", "replace").encode(),
+    "surrogate.json": b'{"\\ud800": 1, "\\ud800": {"\\udc00": 2}}',
+    "deep.json": b'{"a":' * 1000 + b"1" + b"}" * 1000,
+    "deep_array.json": b'{"a":' + b"[" * 1000 + b"]" * 1000 + b"}",
+    "flow.yaml": b"a: " + b"{b: " * 1000 + b"1" + b"}" * 1000 + b"\n",
+    "anchors.yaml": b"a: &x {b: 1}\nc: *x\n<<: *x\n---\na.b: 2\n",
+    "deep.toml": b"a = " + b"[" * 1000 + b"]" * 1000 + b"\n",
+    "inline.toml": b"a = " + b"{b = " * 500 + b"1" + b"}" * 500 + b"\n",
+    "dotted.toml": b"[a.b]\n[a]\nb.c = 1\n[\"a.b\"]\n[[a.b]]\n",
+    "crlf.md": b"A\r\n===\r\n\r\nB\r\n---\r\nx\r\n",
+    "bom.md": b"\xef\xbb\xbfTitle\n=====\n",
+    "bom.json": b'\xef\xbb\xbf{"a": 1}',
+    "underlines.md": b"===\n---\n===\n",
+    "html.md": b"<file>\n======\n\n# <file>\n\n<append>\n---\n",
+    "fence.md": b"```\n# not\nA\n===\n```\n\nB\n---\n",
+    "empty.md": b"", "empty.json": b"", "empty.yaml": b"", "empty.toml": b"",
+    "huge_key.json": b'{"' + b"a." * 200_000 + b'": 1}',
+    "many.md": b"".join(b"#" * (1 + i % 6) + b" h.%d\n" % (i % 3) for i in range(3000)),
+    "setext_many.md": b"".join(b"R.%d\n---\n\n" % (i % 3) for i in range(3000)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE))
+def test_hostile_documents_give_a_table(name: str) -> None:
+    fs = symbol_table(name, HOSTILE[name], timeout_s=5.0)
+    assert fs.status in ("parsed", "unread")
+    assert fs.symbols[-1].id == f"{name}#<file>"
+    assert_unique(fs)
+
+
+# Each of these writes past tree-sitter's state buffer in its grammar's scanner and kills the
+# process: they run in a child, so that a crash is this test failing, not the test run ending.
+CRASHERS = {
+    "block.yaml": "b''.join(b'  ' * i + b'k%d:\\n' % i for i in range(300)) + b'  ' * 300 + b'v'",
+    "dashes.yaml": "b'- ' * 300 + b'x\\n'",
+    "quotes.md": "b'>' * 300",
+    "lists.md": "b''.join(b'  ' * i + b'- x\\n' for i in range(300))",
+    "markers.md": "b'- ' * 300 + b'x\\n'",
+    "deep.py": "b''.join(b' ' * i + b'if 1:\\n' for i in range(600)) + b' ' * 600 + b\"'a'\"",
+}
+NEAR = {     # as deep as a grammar reads safely: still parsed
+    "block.yaml": "b''.join(b'  ' * i + b'k%d:\\n' % i for i in range(90)) + b'  ' * 90 + b'v'",
+    "quotes.md": "b'>' * 150 + b' x'",
+    "deep.py": "b''.join(b' ' * i + b'if 1:\\n' for i in range(300)) + b' ' * 300 + b'a'",
+}
+
+
+def test_nesting_past_a_scanner_buffer_is_unread_not_a_crash() -> None:
+    lines = [f"fs = symbol_table({name!r}, {expr}, timeout_s=10.0)\n"
+             f"print({name!r}, fs.status, fs.syntax_errors[:1], flush=True)"
+             for name, expr in list(CRASHERS.items()) + [(f"near/{n}", e) for n, e in NEAR.items()]]
+    code = "from lonca.symbols import symbol_table\n" + "\n".join(lines)
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, (run.returncode, run.stdout, run.stderr[-2000:])
+    out = run.stdout.splitlines()
+    for name in CRASHERS:
+        assert any(line.startswith(f"{name} unread") and "nested too deep" in line
+                   for line in out), out
+    for name in NEAR:
+        assert any(line.startswith(f"near/{name} parsed") for line in out), out
