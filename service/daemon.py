@@ -20,7 +20,7 @@ from . import symbol_methods  # noqa: F401  (fills the method table)
 from .change_build import TreeMaps
 from .policy import Policy, load as load_policy
 from .queue_runner import QueueRunner
-from .ratelimit import RateLimiter
+from .ratelimit import RateLimiter, rate_limited
 from .config import Config
 from .log import LogWriter
 from .methods import METHODS, Call
@@ -194,6 +194,8 @@ class Daemon:
             if not m.writes and self.log.dirty:
                 await self.log.settled()  # a reader answers from durable state only
             who, repo = auth.check(m.credential, m.name, req, self.tokens, self.state, self.now_ms())
+            if rate_limited(m, who):
+                self.rate.check(self.state.repo(repo), who.session, self.now_ms())
             token = req.get("token")
             result = await m.fn(Call(self, peer, m.name, params, repo, who, token))
             return {"id": rid, "ok": True, "result": result}

@@ -1,4 +1,6 @@
-"""[sessions] ops_per_minute: a session and those made from it share one budget. Kept in memory,
+"""[sessions] ops_per_minute: a session and those made from it share one budget, spent by every
+agent request of a method that writes to the log but `session.end` (seed 001, `rate_limited`),
+checked once where requests are dispatched, before the method reads its params. Kept in memory,
 never logged (a refused request writes nothing); `refused` counts the refusals for
 `ping.refused.rate_limited`, beside the socket server's own counts."""
 from collections import deque
@@ -6,6 +8,14 @@ from collections import deque
 from lonca.protocol import LoncaError
 
 from .state import RepoState
+
+
+EXEMPT = frozenset({"session.end"})     # ending a session is never refused for the rate
+
+
+def rate_limited(method, who) -> bool:
+    """Whether a request of `method` by `who` (auth.Auth, or None) spends the rate budget."""
+    return method.writes and who is not None and who.kind == "agent" and method.name not in EXEMPT
 
 
 class RateLimiter:

@@ -76,6 +76,30 @@ def test_rate_limited_is_counted(repo_env, worker):
     c.close()
 
 
+def test_every_agent_method_that_writes_spends_the_budget(repo_env, worker):
+    """The seed exempts only session.end and the methods that write nothing to the log: each
+    other agent writer is refused once the budget is spent, before it reads its params."""
+    from lonca.service import daemon  # noqa: F401  (loads every method module)
+    from lonca.service.methods import METHODS
+    limited = sorted(n for n, m in METHODS.items()
+                     if m.writes and m.credential == "agent" and n != "session.end")
+    assert {"lease.acquire", "session.heartbeat", "change.propose", "negotiate"} <= set(limited)
+    env: RepoEnv = repo_env
+    env.policy("[sessions]\nops_per_minute = 1\n")
+    token = env.agent("a")["token"]
+    c = Line(worker.socket)
+    assert c.call({"id": 1, "method": "session.heartbeat", "token": token, "params": {}})["ok"]
+    entries = len(env.log())
+    for i, name in enumerate(limited, 2):
+        answer = c.call({"id": i, "method": name, "token": token, "params": {}})
+        assert answer["error"]["code"] == "rate_limited", (name, answer)
+    assert c.call({"id": 99, "method": "whoami", "token": token, "params": {}})["ok"]
+    assert len(env.log()) == entries
+    assert refused(worker)["rate_limited"] == len(limited)
+    assert c.call({"id": 100, "method": "session.end", "token": token, "params": {}})["ok"]
+    c.close()
+
+
 def test_busy_is_counted_for_a_full_daemon_and_for_long_lines(make_worker, source_repo,
                                                               monkeypatch):
     """Every connection of the uid answering a request: a new one gets busy and closes. A long line
