@@ -243,7 +243,12 @@ class PolicyError(ValueError):
 
 def parse(text: str) -> Policy:
     """A Policy from lonca.toml text; PolicyError names what does not fit."""
-    if len(text) > MAX_POLICY_BYTES:
+    try:
+        size = len(text.encode("utf-8"))
+    except UnicodeEncodeError as e:     # a lone surrogate could be neither stored nor shown
+        raise PolicyError(f"lonca.toml is not UTF-8 text: a lone surrogate at offset "
+                          f"{e.start}") from None
+    if size > MAX_POLICY_BYTES:
         raise PolicyError(f"lonca.toml is over {MAX_POLICY_BYTES} bytes; keep the policy short")
     try:
         doc = tomllib.loads(text)

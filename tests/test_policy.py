@@ -85,6 +85,7 @@ def test_every_field_of_the_policy_has_one_key():
     ("[leases\n", "lonca.toml does not parse"),
     ("a = " + "[" * 5000 + "]" * 5000 + "\n", "nested too deep"),
     ("# " + "x" * (1 << 20) + "\n", "is over 1048576 bytes"),
+    ('[review]\ncritical_paths = ["\ud800"]\n', "not UTF-8 text: a lone surrogate at offset 28"),
 ])
 def test_a_value_that_does_not_fit_is_refused_naming_the_key(text, message):
     with pytest.raises(PolicyError) as e:
