@@ -28,12 +28,15 @@ _CHUNK = 1 << 20
 # segfault here with the language pack 0.13.0). Each level is opened by at least one more byte of
 # indentation or markers at the start of a line, so a file none of whose lines starts with that
 # many can not get there; one that has such a line is not given to the grammar.
-_DEEP = {
-    "markdown": re.compile(rb"^(?:[ \t>]|[-*+][ \t]|[0-9]{1,9}[.)][ \t]){200}", re.M),
-    "yaml": re.compile(rb"^(?:[ \t]|[-?:][ \t]){200}", re.M),
-    "python": re.compile(rb"^[ \t]{400}", re.M),
+_DEEP_PREFIX = {
+    "markdown": rb"(?:[ \t>]|[-*+][ \t]|[0-9]{1,9}[.)][ \t]){200}",
+    "yaml": rb"(?:[ \t]|[-?:][ \t]){200}",
+    "python": rb"[ \t]{400}",
 }
-_DEEP_RUN = re.compile(rb"[ \t>*+?:0-9.)-]{200}")     # a quick first look, true for each of those
+# the first line, then the lines after a \n and after a \r (a line break to these scanners too):
+# a pattern that starts with one literal byte is searched for several times faster
+_DEEP = {lang: tuple(re.compile(start + prefix) for start in (b"", b"\n", b"\r"))
+         for lang, prefix in _DEEP_PREFIX.items()}
 
 _local = threading.local()
 
@@ -140,6 +143,7 @@ def text_problem(data: bytes, language: str | None = None) -> str | None:
         except UnicodeDecodeError as err:
             return f"invalid UTF-8 at byte {err.start}"
     deep = _DEEP.get(language or "")
-    if deep is not None and _DEEP_RUN.search(data) and deep.search(data):
+    if deep is not None and (deep[0].match(data) or deep[1].search(data)
+                             or b"\r" in data and deep[2].search(data)):
         return f"nested too deep for the {language} grammar"
     return None

@@ -263,6 +263,8 @@ CRASHERS = {
     "quotes.md": "b'>' * 300",
     "lists.md": "b''.join(b'  ' * i + b'- x\\n' for i in range(300))",
     "markers.md": "b'- ' * 300 + b'x\\n'",
+    "lists_cr.md": "b''.join(b'  ' * i + b'- x\\r' for i in range(300))",
+    "block_cr.yaml": "b''.join(b'  ' * i + b'k%d:\\r' % i for i in range(300))",
     "deep.py": "b''.join(b' ' * i + b'if 1:\\n' for i in range(600)) + b' ' * 600 + b\"'a'\"",
 }
 NEAR = {     # as deep as a grammar reads safely: still parsed
