@@ -344,6 +344,9 @@ def _repo_checks(client: Client, name: str, repo: str) -> list[dict]:
     out.append(_check(f"human {repo}", "pass", f"{name} is enrolled"))
     out.append(_check(f"frozen {repo}", "pass", "not frozen") if not st["frozen"]
                else _check(f"frozen {repo}", "warn", f"frozen: {st['frozen']}", "a human unfreezes it"))
+    if st.get("policy_problem"):    # an imported lonca.toml that does not parse: the defaults hold
+        out.append(_check(f"policy {repo}", "warn", st["policy_problem"],
+                          "the defaults hold; correct lonca.toml with human.prepare_policy and policy.update"))
     return out
 
 

@@ -238,7 +238,6 @@ async def propose(call: Call) -> dict:
     change = p.get("change")
     if change is not None and not is_change_id(change):
         raise LoncaError("invalid", "change is 32 letters k-z, or null for a new change")
-    d.rate.check(rs, me, d.now_ms())
     intent = claim.get("intent") or ""
     prepared = await prepare(call, rs, base, files, intent or "lonca change", call.auth.agent, claim)
     return await d.log.append(rs.name, lambda: _decide_propose(call, rs, me, change, base, claim, prepared))

@@ -19,7 +19,7 @@ from .event_methods import Told
 from .change_build import TreeMaps
 from .policy import Policy, load as load_policy
 from .queue_runner import QueueRunner
-from .ratelimit import RateLimiter
+from .ratelimit import RateLimiter, rate_limited
 from .config import Config
 from .log import LogWriter
 from .method_table import METHODS
@@ -152,15 +152,9 @@ class Daemon:
 
     def policy_text(self, repo: str, commit_id: str) -> str | None:
         """lonca.toml of a commit in the repository's store, None when absent."""
-        path = self.config.store_path(repo)
-        store = self.store(repo) if path.exists() else None
-        if store is None:
+        if not self.config.store_path(repo).exists():
             return None
-        try:
-            commit = store.get(commit_id)
-            return store[commit.tree["lonca.toml"].id].data.decode("utf-8", "replace")
-        except (KeyError, ValueError, AttributeError, TypeError):
-            return None
+        return gitstore.policy_text(self.store(repo), commit_id)
 
     def policy_of(self, repo: str, commit_id: str) -> Policy:
         key = (repo, commit_id)
@@ -243,6 +237,8 @@ class Daemon:
             if not m.writes and self.log.dirty:
                 await self.log.settled()  # a reader answers from durable state only
             who, repo = auth.check(m.credential, m.name, req, self.tokens, self.state, self.now_ms())
+            if rate_limited(m, who):
+                self.rate.check(self.state.repo(repo), who.session, self.now_ms())
             token = req.get("token")
             result = await m.fn(Call(self, peer, m.name, params, repo, who, token))
             return {"id": rid, "ok": True, "result": result}

@@ -96,7 +96,6 @@ async def negotiate(call: Call) -> dict:
     kind = msg.get("type")
     if kind not in MESSAGE_TYPES or set(msg) - MESSAGE_TYPES[kind] - {"type"}:
         raise LoncaError("invalid", "message is {type: claim (symbols, reason) | yield (set, to) | counter (note) | accept | decline (note)}")
-    d.rate.check(rs, me, d.now_ms())
 
     def decide() -> Draft:
         now = d.now_ms()
@@ -135,7 +134,6 @@ async def attenuate(call: Call) -> dict:
     lent = expect(p.get("leases"), list, "leases", nullable=True) or []
     if not all(isinstance(x, str) for x in lent):
         raise LoncaError("invalid", "leases is a list of lease set ids")
-    d.rate.check(rs, me, d.now_ms())
     child = f"{me}.{secrets.token_hex(4)}"[:64]
     token = new_agent_token()
 

@@ -67,6 +67,16 @@ def commit_of(repo: pygit2.Repository, commit_id: str) -> pygit2.Commit:
     return obj
 
 
+def policy_text(repo: pygit2.Repository, commit_id: str) -> str | None:
+    """The lonca.toml of a commit (a regular file at the top), None when there is none."""
+    try:
+        commit = repo.get(commit_id)
+        blob = repo[commit.tree["lonca.toml"].id]
+    except (KeyError, ValueError, AttributeError, TypeError):
+        return None
+    return blob.data.decode("utf-8", "replace") if isinstance(blob, pygit2.Blob) else None
+
+
 def walk_tree(repo: pygit2.Repository, tree: pygit2.Tree, prefix: str = ""):
     """(path, oid, filemode) of every file below a tree, submodules included."""
     for e in tree:

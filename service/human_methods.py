@@ -13,6 +13,7 @@ from lonca.protocol import LOGIN_TTL_DEFAULT_MS, LOGIN_TTL_MAX_MS, REPO_NAME_MAX
 from . import gitstore, presence, signatures
 from .auth import new_human_token, token_hash
 from .log import Draft, allow
+from .policy import load as load_policy
 from .methods import Call, expect, expect_id, method, params_of
 from .review_methods import decide_approve, decide_policy_update, decide_reject
 from .session_methods import decide_session_start
@@ -74,13 +75,18 @@ async def prepare_init(call: Call) -> dict:
         trunk = await asyncio.to_thread(gitstore.import_branch, staging, source, branch)
     else:
         trunk = await asyncio.to_thread(gitstore.create_empty, staging, d.now_ms())
-    files = await asyncio.to_thread(gitstore.list_tree, gitstore.open_store(staging), trunk)
+    store = gitstore.open_store(staging)
+    files = await asyncio.to_thread(gitstore.list_tree, store, trunk)
+    imported = load_policy(await asyncio.to_thread(gitstore.policy_text, store, trunk))
     page = d.config.limits.page_b64
     large = [{"path": f["path"], "size": f["size"]} for f in files if gitstore.b64_size(f["size"]) > page]
     tree_bytes = sum(f["size"] for f in files)
     warnings = [f"{f['path']} ({f['size']} bytes) is above the change cap" for f in large]
     if sum(gitstore.b64_size(f["size"]) for f in files) > page:
         warnings.append("the tree is above one page: fetch it with tree and blobs in pages")
+    if imported.problem:
+        warnings.append(f"{imported.problem}; the defaults hold until a human sends policy.update "
+                        "(human.prepare_policy, docs/policy.md)")
     op = {"op": "repo.init", "repo": name, "daemon_key": d.public_key, "human": human, "human_key": key,
           "policy": trunk, "trunk": trunk, "profile": profile}
     row = PreparedRow(op_hash=content_hash(op), kind="repo.init", staging=str(staging), created_ms=d.now_ms())

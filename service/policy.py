@@ -1,9 +1,19 @@
 """The policy in force: `lonca.toml` of the repository's policy commit, over these defaults
-(documented in docs/policy.md). A file that does not parse leaves the defaults in force and
-`status.policy_checks` / `runs` null, as the seed says for a policy that can not be read."""
+(documented in docs/policy.md; tests/test_policy.py keeps the two equal).
+
+Parsing is strict: every key's type is checked as written (`shared = "false"` is not a boolean,
+`batch_size = 2.9` not an integer, `tests = "make test"` not an argv), an unknown table or key is
+refused, and the error names the key. `human.prepare_policy` and `policy.update` answer such an
+error as `invalid`, so a bad file is never stored. A file already on trunk when a repository is
+imported can not be refused that way: it leaves the defaults in force, `status.policy_checks` and
+`runs` null (as the seed says for a policy that can not be read) and the error in
+`status.policy_problem`, and `repo.prepare_init` warns of it."""
 import fnmatch
+import json
+import re
 import tomllib
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -40,7 +50,11 @@ class Policy:
     day_seconds: int = 0
     # [queue]
     max_behind: int = 1000  # a base more integrations behind trunk than this is stale_trunk
-    readable: bool = True
+    problem: str | None = None  # why lonca.toml could not be read (then these are the defaults)
+
+    @property
+    def readable(self) -> bool:
+        return self.problem is None
 
     @property
     def check_names(self) -> list[str] | None:
@@ -72,36 +86,157 @@ class Policy:
 
 
 DEFAULT = Policy()
+MAX_POLICY_BYTES = 1 << 20
+RESERVED_CHECKS = ("build", "tests", "extended")
+_CHECK_NAME = re.compile(r"[A-Za-z0-9_-]+")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_MAX_INT = 2 ** 53 - 1      # values reach canonical JSON (status) as integers
 
-# lonca.toml key -> (Policy field, converter)
-_KEYS = {
-    ("leases", "max_ttl_minutes"): ("max_ttl_ms", lambda v: int(v) * 60_000),
-    ("leases", "shared"): ("shared", bool),
-    ("leases", "unparsed_files"): ("unparsed_files", str),
-    ("leases", "max_hold_minutes"): ("max_hold_ms", lambda v: int(v) * 60_000),
-    ("leases", "interest_block_ms"): ("interest_block_ms", int),
-    ("leases", "reservation_ms"): ("reservation_ms", int),
-    ("leases", "timeout_ms"): ("heartbeat_timeout_ms", int),
-    ("leases", "max_sets"): ("lease_hold_limit_sets", int),
-    ("review", "critical_paths"): ("critical_paths", lambda v: tuple(map(str, v))),
-    ("review", "agent_changes"): ("agent_changes", str),
-    ("review", "approvals"): ("approvals_required", int),
-    ("review", "case_twins"): ("case_twins", bool),
-    ("verification", "build"): ("build", lambda v: tuple(map(str, v))),
-    ("verification", "tests"): ("tests", lambda v: tuple(map(str, v))),
-    ("verification", "extended"): ("extended", lambda v: tuple(map(str, v))),
-    ("verification", "checks"): ("checks", lambda v: {str(k): tuple(map(str, a)) for k, a in v.items()}),
-    ("verification", "checks_by_path"): ("checks_by_path", lambda v: {str(k): list(map(str, a)) for k, a in v.items()}),
-    ("verification", "required"): ("required", bool),
-    ("verification", "timeout_s"): ("check_timeout_s", int),
-    ("verification", "env"): ("check_env", lambda v: tuple(map(str, v))),
-    ("verification", "batch_size"): ("batch_size", int),
-    ("sessions", "ops_per_minute"): ("ops_per_minute", int),
-    ("sessions", "max_ttl_hours"): ("session_max_ttl_ms", lambda v: int(v) * 3600_000),
-    ("quota", "session_seconds"): ("session_seconds", int),
-    ("quota", "day_seconds"): ("day_seconds", int),
-    ("queue", "max_behind"): ("max_behind", int),
-}
+
+@dataclass(frozen=True)
+class Setting:
+    """One key of lonca.toml: where it goes in Policy and what it must be.
+
+    kind: "bool"; "int" (not a boolean, at least `minimum`, times `scale` into the field);
+    "choice" (one of `choices`); "argv" (a non-empty array of strings, no shell); "strings";
+    "env" (variable names); "checks" (a table: check name -> argv); "check_globs" (a table:
+    glob -> names of `checks`)."""
+    table: str
+    key: str
+    field: str
+    kind: str
+    minimum: int = 0
+    scale: int = 1
+    choices: tuple[str, ...] = ()
+
+    @property
+    def name(self) -> str:
+        return f"[{self.table}] {self.key}"
+
+    @property
+    def type_text(self) -> str:
+        """The type as docs/policy.md words it."""
+        if self.kind == "int":
+            return f"integer ≥ {self.minimum}"
+        if self.kind == "choice":
+            return " or ".join(f'"{c}"' for c in self.choices)
+        return _TYPE_TEXT[self.kind]
+
+    def default(self) -> Any:
+        """The default as lonca.toml writes it; None where the default is none."""
+        value = getattr(DEFAULT, self.field)
+        if value is None:
+            return None
+        if self.kind == "int":
+            return value // self.scale
+        if self.kind in ("argv", "strings", "env"):
+            return list(value)
+        if self.kind in ("checks", "check_globs"):
+            return {k: list(v) for k, v in value.items()}
+        return value
+
+    def convert(self, value: Any, values: dict) -> Any:
+        """The field's value; PolicyError naming the key when `value` does not fit."""
+        kind = self.kind
+        if kind == "bool" and type(value) is bool:
+            return value
+        if kind == "int" and type(value) is int:
+            if value < self.minimum or value * self.scale > _MAX_INT:
+                raise self.error(f"an integer from {self.minimum} to {_MAX_INT // self.scale}",
+                                 value)
+            return value * self.scale
+        if kind == "choice" and value in self.choices:
+            return value
+        if kind == "argv" and _argv(value):
+            return tuple(value)
+        if kind == "strings" and _strings(value):
+            return tuple(value)
+        if kind == "env" and _strings(value) and all(_ENV_NAME.fullmatch(v) for v in value):
+            return tuple(value)
+        if kind == "checks" and isinstance(value, dict):
+            for name, argv in value.items():
+                if name in RESERVED_CHECKS or not _CHECK_NAME.fullmatch(name):
+                    raise PolicyError(f"lonca.toml: {self.name}: {json.dumps(name)} can not name "
+                                      "a check (letters, digits, - and _; not build, tests or "
+                                      "extended, which have keys of their own)")
+                if not _argv(argv):
+                    raise self.error(_A["argv"], argv, f"{self.name}.{name}")
+            return {k: tuple(v) for k, v in value.items()}
+        if kind == "check_globs" and isinstance(value, dict):
+            checks = values.get("checks", {})
+            for glob, names in value.items():
+                if not _strings(names):
+                    raise self.error("an array of check names", names,
+                                     f"{self.name}.{json.dumps(glob)}")
+                unknown = [n for n in names if n not in checks]
+                if unknown:
+                    raise PolicyError(f"lonca.toml: {self.name}: {json.dumps(unknown[0])} is not "
+                                      "a check of [verification] checks; define it there first")
+            return {k: list(v) for k, v in value.items()}
+        raise self.error(_A[kind] if kind in _A else self.type_text, value)
+
+    def error(self, want: str, got: Any, name: str | None = None) -> "PolicyError":
+        return PolicyError(f"lonca.toml: {name or self.name} must be {want}, got {_shown(got)}")
+
+
+_TYPE_TEXT = {"bool": "boolean", "argv": "array of strings (argv)", "strings": "array of strings",
+              "env": "array of variable names", "checks": "table: name = argv",
+              "check_globs": "table: glob = array of check names"}
+_A = {"bool": "true or false", "int": "an integer", "argv": "a non-empty array of strings (argv: "
+      'the program, then each argument; no shell), as ["make", "test"]',
+      "strings": "an array of strings", "env": "an array of environment variable names",
+      "checks": "a table of check name = argv", "check_globs": 'a table of glob = ["check", …]'}
+
+SETTINGS = (
+    Setting("leases", "max_ttl_minutes", "max_ttl_ms", "int", 1, 60_000),
+    Setting("leases", "shared", "shared", "bool"),
+    Setting("leases", "unparsed_files", "unparsed_files", "choice",
+            choices=("optimistic", "strict")),
+    Setting("leases", "max_hold_minutes", "max_hold_ms", "int", 1, 60_000),
+    Setting("leases", "interest_block_ms", "interest_block_ms", "int"),
+    Setting("leases", "reservation_ms", "reservation_ms", "int"),
+    Setting("leases", "timeout_ms", "heartbeat_timeout_ms", "int", 1),
+    Setting("leases", "max_sets", "lease_hold_limit_sets", "int", 1),
+    Setting("review", "critical_paths", "critical_paths", "strings"),
+    Setting("review", "agent_changes", "agent_changes", "choice", choices=("allow", "human")),
+    Setting("review", "approvals", "approvals_required", "int", 1),
+    Setting("review", "case_twins", "case_twins", "bool"),
+    Setting("verification", "build", "build", "argv"),
+    Setting("verification", "tests", "tests", "argv"),
+    Setting("verification", "extended", "extended", "argv"),
+    Setting("verification", "checks", "checks", "checks"),
+    Setting("verification", "checks_by_path", "checks_by_path", "check_globs"),
+    Setting("verification", "required", "required", "bool"),
+    Setting("verification", "timeout_s", "check_timeout_s", "int", 1),
+    Setting("verification", "env", "check_env", "env"),
+    Setting("verification", "batch_size", "batch_size", "int", 1),
+    Setting("sessions", "ops_per_minute", "ops_per_minute", "int", 1),
+    Setting("sessions", "max_ttl_hours", "session_max_ttl_ms", "int", 1, 3600_000),
+    Setting("quota", "session_seconds", "session_seconds", "int"),
+    Setting("quota", "day_seconds", "day_seconds", "int"),
+    Setting("queue", "max_behind", "max_behind", "int"),
+)
+_BY_KEY = {(s.table, s.key): s for s in SETTINGS}
+TABLES = tuple(dict.fromkeys(s.table for s in SETTINGS))
+
+
+def _strings(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(v, str) and "\0" not in v for v in value)
+
+
+def _argv(value: Any) -> bool:
+    return _strings(value) and bool(value) and bool(value[0])
+
+
+def _shown(value: Any) -> str:
+    """A value as lonca.toml writes it, cut short."""
+    if isinstance(value, bool):
+        text = "true" if value else "false"
+    elif isinstance(value, (str, list, dict)):
+        text = json.dumps(value, ensure_ascii=False, default=str)
+    else:
+        text = str(value)
+    return text if len(text) <= 80 else text[:77] + "…"
 
 
 class PolicyError(ValueError):
@@ -111,37 +246,47 @@ class PolicyError(ValueError):
 def parse(text: str) -> Policy:
     """A Policy from lonca.toml text; PolicyError names what does not fit."""
     try:
+        size = len(text.encode("utf-8"))
+    except UnicodeEncodeError as e:     # a lone surrogate could be neither stored nor shown
+        raise PolicyError(f"lonca.toml is not UTF-8 text: a lone surrogate at offset "
+                          f"{e.start}") from None
+    if size > MAX_POLICY_BYTES:
+        raise PolicyError(f"lonca.toml is over {MAX_POLICY_BYTES} bytes; keep the policy short")
+    try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise PolicyError(f"lonca.toml does not parse: {e}") from None
-    values = {}
-    for section, table in doc.items():
-        if not isinstance(table, dict):
-            raise PolicyError(f"lonca.toml: {section} is not a table")
-        for key, value in table.items():
-            target = _KEYS.get((section, key))
-            if target is None:
-                raise PolicyError(f"lonca.toml: [{section}] {key} is not a setting Lonca knows")
-            try:
-                values[target[0]] = target[1](value)
-            except (TypeError, ValueError, AttributeError):
-                raise PolicyError(f"lonca.toml: [{section}] {key} has the wrong type") from None
-    if values.get("unparsed_files", "optimistic") not in ("optimistic", "strict"):
-        raise PolicyError('lonca.toml: [leases] unparsed_files is "optimistic" or "strict"')
-    if values.get("agent_changes", "allow") not in ("allow", "human"):
-        raise PolicyError('lonca.toml: [review] agent_changes is "allow" or "human"')
-    for name in values.get("checks", {}):
-        if name in ("build", "tests", "extended") or not name.replace("-", "").replace("_", "").isalnum():
-            raise PolicyError(f"lonca.toml: {name!r} can not name a check")
+    except RecursionError:
+        raise PolicyError("lonca.toml does not parse: arrays or tables nested too deep") from None
+    tables = ", ".join(f"[{t}]" for t in TABLES)
+    values: dict[str, Any] = {}
+    for table, keys in doc.items():
+        if not isinstance(keys, dict):
+            raise PolicyError(f"lonca.toml: {table} is not a table; settings go in {tables}")
+        if table not in TABLES:
+            what = f"[{table}] {next(iter(keys))}" if keys else f"[{table}]"
+            raise PolicyError(f"lonca.toml: {what} is not a setting Lonca knows: there is no table "
+                              f"[{table}]; the tables are {tables} (docs/policy.md)")
+    # in SETTINGS order, so checks_by_path sees the checks it names
+    for setting in SETTINGS:
+        keys = doc.get(setting.table, {})
+        if setting.key in keys:
+            values[setting.field] = setting.convert(keys[setting.key], values)
+    for table, keys in doc.items():
+        for key in keys:
+            if (table, key) not in _BY_KEY:
+                known = ", ".join(s.key for s in SETTINGS if s.table == table)
+                raise PolicyError(f"lonca.toml: [{table}] {key} is not a setting Lonca knows; "
+                                  f"[{table}] has {known} (docs/policy.md)")
     return Policy(**values)
 
 
 def load(text: str | None) -> Policy:
-    """The policy of a commit's lonca.toml (None: the file is absent, the defaults hold)."""
+    """The policy of a commit's lonca.toml (None: the file is absent, the defaults hold). One
+    that can not be read (an imported trunk's) holds the defaults and says why in `problem`."""
     if text is None:
         return DEFAULT
     try:
         return parse(text)
-    except PolicyError:
-        return Policy(readable=False)
-
+    except PolicyError as e:
+        return Policy(problem=str(e))

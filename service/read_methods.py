@@ -20,7 +20,7 @@ T = TypeVar("T")
 async def ping(call: Call) -> dict:
     d = call.daemon
     return {"version": lonca.__version__, "protocol": PROTOCOL, "daemon_key": d.public_key, "next_key": None,
-            "proxy": None, "hardened": False, "refused": dict(d.server.refused),
+            "proxy": None, "hardened": False, "refused": {**d.server.refused, "rate_limited": d.rate.refused},
             "bootstrap": not d.state.repos}  # a tokenless repo.prepare_init is open (seed: bootstrap)
 
 
@@ -72,6 +72,7 @@ async def status(call: Call) -> dict:
                for c in sorted(_listed_changes(rs), key=lambda c: c.proposed_seq)]
     return {
         "repo": rs.name, "trunk": rs.trunk, "policy": rs.policy_id, "policy_checks": pol.check_names,
+        "policy_problem": pol.problem,
         "frozen": rs.frozen, "queue": list(rs.queue), "next_seq": rs.next_seq, "head_hash": rs.head_hash,
         "now_ms": now, "verification_day_ms": rs.verification_days.get(now // 86_400_000, 0), "daemon_key": rs.daemon_key,
         "below_hardened": [], "profile": rs.profile, "unparsed_files": pol.unparsed_files,

@@ -72,7 +72,8 @@ class SocketServer:
         self.limits = limits
         self.handle = handle
         self.allowed_uids = allowed_uids | {os.getuid()}
-        self.refused = {k: 0 for k in ("busy", "evicted", "idle", "slow", "too_large", "rate_limited")}
+        # what the limits of the socket turned away (ping.refused; rate_limited is the methods')
+        self.refused = {k: 0 for k in ("busy", "evicted", "idle", "slow", "too_large")}
         self._conns: dict[int, _Conn] = {}
         self._next_id = 0
         self._big_held = 0

@@ -32,13 +32,12 @@ from typing import Callable, Mapping, NamedTuple
 
 from .cache import BaseIndex, SymbolCache
 from .mentions import NOT_NAMES, mentioned
-from .table import FileSymbols, Symbol, cut, normalize, whole_file
+from .table import APPEND, FileSymbols, Symbol, cut, normalize, whole_file
 from .textdiff import changed_rows
 from .trees import TreeEntry, mode_word
 
 MAX_AFFECTED = 1000
 RENAME_SIMILARITY = 0.6
-APPEND = "<append>"
 
 
 @dataclass

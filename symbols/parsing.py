@@ -8,6 +8,7 @@ raises ValueError.
 """
 from __future__ import annotations
 
+import re
 import threading
 import time
 
@@ -20,6 +21,22 @@ MAX_FILE_BYTES = 8 * 1024 * 1024
 BASE_TIMEOUT_S = 2.0
 TIMEOUT_S_PER_MIB = 0.75
 _CHUNK = 1 << 20
+# External scanners that write a stack, an entry per nesting level, into tree-sitter's 1 024-byte
+# state buffer without checking that it fits: past about 250 levels (Markdown block quotes and
+# lists, YAML block nodes) or 500 (Python indentation) the write runs off the buffer and the
+# process dies (tree-sitter-markdown #243, tree-sitter-yaml #48, tree-sitter-python #350; a
+# segfault here with the language pack 0.13.0). Each level is opened by at least one more byte of
+# indentation or markers at the start of a line, so a file none of whose lines starts with that
+# many can not get there; one that has such a line is not given to the grammar.
+_DEEP_PREFIX = {
+    "markdown": rb"(?:[ \t>]|[-*+][ \t]|[0-9]{1,9}[.)][ \t]){200}",
+    "yaml": rb"(?:[ \t]|[-?:][ \t]){200}",
+    "python": rb"[ \t]{400}",
+}
+# the first line, then the lines after a \n and after a \r (a line break to these scanners too):
+# a pattern that starts with one literal byte is searched for several times faster
+_DEEP = {lang: tuple(re.compile(start + prefix) for start in (b"", b"\n", b"\r"))
+         for lang, prefix in _DEEP_PREFIX.items()}
 
 _local = threading.local()
 
@@ -114,8 +131,8 @@ def point(data: bytes, offset: int) -> tuple[int, int]:
     return data.count(b"\n", 0, offset), offset - data.rfind(b"\n", 0, offset) - 1
 
 
-def text_problem(data: bytes) -> str | None:
-    """Why `data` is not text a grammar may read, or None."""
+def text_problem(data: bytes, language: str | None = None) -> str | None:
+    """Why `data` is not text a grammar (that of `language`) may read, or None."""
     if len(data) > MAX_FILE_BYTES:
         return f"over {MAX_FILE_BYTES} bytes"
     if b"\0" in data:
@@ -125,4 +142,8 @@ def text_problem(data: bytes) -> str | None:
             data.decode("utf-8")
         except UnicodeDecodeError as err:
             return f"invalid UTF-8 at byte {err.start}"
+    deep = _DEEP.get(language or "")
+    if deep is not None and (deep[0].match(data) or deep[1].search(data)
+                             or b"\r" in data and deep[2].search(data)):
+        return f"nested too deep for the {language} grammar"
     return None

@@ -39,7 +39,7 @@ def spliced_table(path: str, old: FileSymbols, old_data: bytes,
                   new_data: bytes) -> FileSymbols | None:
     """The table of `new_data` at `path`, or None when only a whole parse can tell."""
     if old.status != "parsed" or old.language in SECTION_LANGUAGES or old.path != path \
-            or text_problem(new_data) is not None:
+            or text_problem(new_data, old.language) is not None:
         return None
     nest = _Nest.of(old)
     if nest is None:

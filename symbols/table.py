@@ -1,7 +1,10 @@
 """Symbol tables: `symbol_table(path, data)` -> FileSymbols.
 
 Ids are `path#Qualified.name`; names shared by siblings take the overload key when the keys tell
-them apart, and are numbered in file order (`init`, `init~2`) for whatever is still alike.
+them apart, and are numbered in file order (`init`, `init~2`) for whatever is still alike. A
+section's name may hold dots, `~` or `<file>`: an id of a section language that is already taken
+in the file (or is a reserved one: `<file>`, `Section.<append>`) is numbered the same way
+(`UniqueIds`).
 Every file has `path#<file>`, whose hash covers the text outside its top-level symbols; every
 type has `path#Type.<def>` for its text apart from its members.
 
@@ -27,9 +30,10 @@ from .outline import FUNCTION_KINDS, Outline, Raw, outline, own_ranges, spans_of
 from .parsing import parse_bounded, text_problem
 from .sections import SECTION_KINDS, section_outline
 
-SYMBOLS_ENGINE = 17
+SYMBOLS_ENGINE = 18
 FILE = "<file>"
 DEF = "<def>"
+APPEND = "<append>"    # the facts' addition at the end of a section
 MAX_SYNTAX_ERRORS = 5
 _IDENT = re.compile(r"[A-Za-z_$\x80-\U0010ffff][A-Za-z0-9_$\x80-\U0010ffff]*")
 
@@ -119,7 +123,7 @@ def parsed_table(path: str, data: bytes, timeout_s: float | None = None,
     """`symbol_table` and the tree it was read from (None when nothing was parsed); `old`, an
     earlier tree edited to match `data` (parsing.edited), makes the parse incremental."""
     language = language_of(path)
-    problem = text_problem(data)
+    problem = text_problem(data, language)
     if language is None:
         return whole_file(path, None, "unparsed", data, []), None
     if problem is not None:
@@ -135,7 +139,8 @@ def parsed_table(path: str, data: bytes, timeout_s: float | None = None,
     else:
         found = outline(root, LANGS[language], data)
     symbols: list[Symbol] = []
-    emit(found.raws, None, path, data, symbols)
+    emit(found.raws, None, path, data, symbols,
+         UniqueIds() if language in SECTION_LANGUAGES else None)
     # members declared outside their type (Go methods, Rust impls) are not the file's own text
     symbols.append(file_symbol(path, data, root.end_point.row, spans_of(_flatten(found.raws))))
     return FileSymbols(path, language, "parsed", symbols, [], identifiers(data),
@@ -200,14 +205,46 @@ def _display_names(raws: list[Raw]) -> list[str]:
     return out
 
 
+class UniqueIds:
+    """The qualified names a file has given out, and the next number to try for each.
+
+    A section's name is its heading or key as written, so `Release.1.2` at the top and
+    `Release` > `1` > `2` spell one id, as do a heading `<file>` and the file's own symbol, or
+    a subsection `<append>` and the facts' addition to its section. The later one in file order
+    takes the seed's `~N` (`Release.1.2~2`), as siblings alike do (`bin`, `bin~2`), and the
+    number counts on from the last one given (`a.b`, `a.b~2`, `a.b~3`): ids of names without
+    such a clash stay as they were. Not for code: a spliced table reads only part of a file."""
+
+    def __init__(self) -> None:
+        self.taken = {FILE}
+        self.next: dict[str, int] = {}
+
+    def claim(self, qualified: str, kind: str) -> str:
+        if qualified in self.taken:
+            n = self.next.get(qualified, 2)
+            while f"{qualified}~{n}" in self.taken:
+                n += 1
+            self.next[qualified] = n + 1
+            qualified = f"{qualified}~{n}"
+        self.taken.add(qualified)
+        if kind == "section":
+            self.taken.add(f"{qualified}.{APPEND}")
+        return qualified
+
+
 def emit(raws: list[Raw], parent: str | None, path: str, data: bytes,
-         out: list[Symbol]) -> None:
-    """Symbols of `raws` (and their members, depth first) under `parent`, onto `out`."""
-    for raw, name in zip(raws, _display_names(raws)):
+         out: list[Symbol], ids: UniqueIds | None = None) -> None:
+    """Symbols of `raws` (and their members, depth first) under `parent`, onto `out`; with
+    `ids`, every id is unique in the file whatever the names hold."""
+    # with `ids` (no keys), names alike are numbered by `ids`, across the file
+    names = [r.name for r in raws] if ids is not None else _display_names(raws)
+    for raw, name in zip(raws, names):
         scope = parent
         if raw.owner:
             scope = f"{parent}.{raw.owner}" if parent else raw.owner
         qualified = f"{scope}.{name}" if scope else name
+        if ids is not None:
+            qualified = ids.claim(qualified, raw.kind)
         signature = digest(b" ".join(data[raw.head:raw.sig_end].split()))
         def_hash = None
         if raw.kind in SECTION_KINDS:
@@ -225,7 +262,7 @@ def emit(raws: list[Raw], parent: str | None, path: str, data: bytes,
             out.append(Symbol(f"{path}#{qualified}.{DEF}", DEF, f"{qualified}.{DEF}", "def",
                               qualified, raw.start, raw.end, sym.start_line, sym.end_line,
                               signature, def_hash, None, sym.def_line, raw.head, raw.sig_end))
-        emit(raw.members, qualified, path, data, out)
+        emit(raw.members, qualified, path, data, out, ids)
 
 
 def _flatten(raws: list[Raw]) -> list[Raw]:
