@@ -1,8 +1,15 @@
 """The database (SQLModel): SQLite in WAL mode by default, PostgreSQL when LONCA_DATABASE_URL names
 one. Only the worker opens it. The log is the truth; the other tables hold what the log must not
 (token hashes, used nonces, prepared operations)."""
+import json
+import os
+from pathlib import Path
+
 from sqlalchemy import BigInteger, event
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.exc import DatabaseError
+
+from lonca.protocol import LoncaError
 from sqlmodel import Field, SQLModel, Session, create_engine, select
 
 
@@ -73,3 +80,41 @@ def read_log(engine: Engine, repo: str, start: int = 1, limit: int | None = None
             q = q.limit(limit)
         return list(s.exec(q))
 
+
+
+def sqlite_file(url: str) -> Path | None:
+    """The file of a SQLite URL, None for another engine or an in-memory database."""
+    u = make_url(url)
+    return Path(u.database) if u.get_backend_name() == "sqlite" and u.database not in (None, "", ":memory:") else None
+
+
+def check_writable(url: str) -> None:
+    """A SQLite file the worker cannot write is refused at start, not at the first write (WAL
+    also needs to create files beside it)."""
+    path = sqlite_file(url)
+    if path is None:
+        return
+    if path.exists() and not os.access(path, os.R_OK | os.W_OK):
+        raise LoncaError("internal", f"the database file {path} is not writable by this user; make it writable "
+                                     f"(chmod u+rw {path}) and start the worker again")
+    if not os.access(path.parent, os.W_OK | os.X_OK):
+        raise LoncaError("internal", f"the folder of the database, {path.parent}, is not writable by this user "
+                                     "(SQLite writes its journal beside the file); make it writable and start again")
+
+
+def unusable(e: DatabaseError, name: str) -> LoncaError:
+    """A clear error for a database that cannot be opened or read: a damaged file is `integrity`
+    (restore a backup), anything else is I/O (`internal`)."""
+    cause = (str(getattr(e, "orig", None) or e).strip().splitlines() or [""])[0][:200]
+    if any(w in cause for w in ("malformed", "not a database", "corrupt")):
+        return LoncaError("integrity", f"the database {name} is damaged ({cause}); restore it from a backup "
+                                       "(or try `sqlite3 FILE .recover`), then run `lonca audit verify`")
+    return LoncaError("internal", f"the database {name} cannot be used ({cause}); check that it is running "
+                                  "and reachable, then start again")
+
+
+def daemon_keys_in_log(engine: Engine) -> dict[str, str]:
+    """repo -> the daemon key its repo.init (seq 1) names: the key that signs its log."""
+    with Session(engine) as s:
+        rows = s.exec(select(LogRow).where(LogRow.seq == 1))
+        return {r.repo: json.loads(r.entry)["op"].get("daemon_key", "") for r in rows}
