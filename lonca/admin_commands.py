@@ -9,7 +9,7 @@ import time
 from typing import Iterator
 
 from lonca import humankeys, paths
-from lonca.audit import verify_entries
+from lonca.audit import database_problem, verify_entries
 from lonca.canonical import canonical
 from lonca.client import DAEMON_TOML, Client, Unreachable, checked_ping
 from lonca.output import OK, REFUSED, Usage, command, decision_exit, emit_json, paint
@@ -227,6 +227,7 @@ def log_entries(c: Client, name: str, repo: str, start: int = 1, follow: bool = 
 
 def _rows_from_database(url: str, repo: str | None) -> dict[str, list[tuple[str, str, str]]]:
     from sqlalchemy import create_engine, text
+    from sqlalchemy.exc import DatabaseError
 
     engine = create_engine(url)
     try:
@@ -236,6 +237,8 @@ def _rows_from_database(url: str, repo: str | None) -> dict[str, list[tuple[str,
             for r in conn.execute(text(q), {"repo": repo} if repo else {}):
                 out.setdefault(r.repo, []).append((r.entry, r.hash, r.sig))
             return out
+    except DatabaseError as e:
+        raise database_problem(e, engine.url.render_as_string(hide_password=True)) from None
     finally:
         engine.dispose()
 

@@ -11,7 +11,7 @@ import pygit2
 from sqlalchemy.exc import DatabaseError
 from sqlmodel import Session, select
 
-from lonca.audit import ChainVerifier
+from lonca.audit import ChainVerifier, database_problem
 from lonca.protocol import LoncaError
 from lonca.queue.checks import reap_leftovers, record_in
 from lonca.symbols import SymbolCache
@@ -90,7 +90,7 @@ class Daemon:
             record_in(checks_dir)
             await asyncio.to_thread(self._replay, started)
         except DatabaseError as e:
-            raise db.unusable(e, self.engine.url.render_as_string(hide_password=True) if self.engine else url) from None
+            raise database_problem(e, self.engine.url.render_as_string(hide_password=True) if self.engine else url) from None
         on_fatal = self._fatal
         self.log = LogWriter(self.engine, self.key, self.state, self.now_ms, self._reload)
         self.log.durable_next = {name: rs.next_seq for name, rs in self.state.repos.items()}

@@ -7,7 +7,6 @@ from pathlib import Path
 
 from sqlalchemy import BigInteger, event
 from sqlalchemy.engine import Engine, make_url
-from sqlalchemy.exc import DatabaseError
 
 from lonca.protocol import LoncaError
 from sqlmodel import Field, SQLModel, Session, create_engine, select
@@ -90,27 +89,17 @@ def sqlite_file(url: str) -> Path | None:
 
 def check_writable(url: str) -> None:
     """A SQLite file the worker cannot write is refused at start, not at the first write (WAL
-    also needs to create files beside it)."""
+    also needs to create files beside it). A file without its owner's write bit counts as
+    read-only even for root, who could write it: someone made it so on purpose."""
     path = sqlite_file(url)
     if path is None:
         return
-    if path.exists() and not os.access(path, os.R_OK | os.W_OK):
+    if path.exists() and (not os.access(path, os.R_OK | os.W_OK) or not path.stat().st_mode & 0o200):
         raise LoncaError("internal", f"the database file {path} is not writable by this user; make it writable "
                                      f"(chmod u+rw {path}) and start the worker again")
     if not os.access(path.parent, os.W_OK | os.X_OK):
         raise LoncaError("internal", f"the folder of the database, {path.parent}, is not writable by this user "
                                      "(SQLite writes its journal beside the file); make it writable and start again")
-
-
-def unusable(e: DatabaseError, name: str) -> LoncaError:
-    """A clear error for a database that cannot be opened or read: a damaged file is `integrity`
-    (restore a backup), anything else is I/O (`internal`)."""
-    cause = (str(getattr(e, "orig", None) or e).strip().splitlines() or [""])[0][:200]
-    if any(w in cause for w in ("malformed", "not a database", "corrupt")):
-        return LoncaError("integrity", f"the database {name} is damaged ({cause}); restore it from a backup "
-                                       "(or try `sqlite3 FILE .recover`), then run `lonca audit verify`")
-    return LoncaError("internal", f"the database {name} cannot be used ({cause}); check that it is running "
-                                  "and reachable, then start again")
 
 
 def daemon_keys_in_log(engine: Engine) -> dict[str, str]:
