@@ -60,6 +60,7 @@ def test_a_second_worker_on_the_same_database_refuses(worker, tmp_path, database
         first.stop()
 
 
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
 def test_a_socket_another_worker_serves_is_never_taken_or_deleted(worker, tmp_path):
     """A second worker with its own home and database but the first one's socket."""
     (tmp_path / "second").mkdir()
@@ -72,6 +73,7 @@ def test_a_socket_another_worker_serves_is_never_taken_or_deleted(worker, tmp_pa
     c.close()
 
 
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
 def test_a_missing_daemon_key_over_a_log_is_refused(repo_env):
     w = repo_env.w
     public = repo_env.client.call("ping")["daemon_key"]
