@@ -86,3 +86,30 @@ def test_sigkill_takes_the_check_along_and_the_next_start_reaps_its_group(repo_e
     assert f"killed 1 processes of checks a previous worker left running" in w.output.read_text()
     w.stop()
     assert _wait(lambda: not _procs(marker), 5)
+
+
+def test_lonca_up_ends_when_its_worker_dies(tmp_path):
+    """A worker that dies under `lonca up` stops the console too, and `lonca up` exits non-zero."""
+    import socket as sock
+    import subprocess
+    import sys
+
+    from conftest import Worker
+    from lonca.client import wait_until_answering
+    w = Worker(tmp_path, None)
+    with sock.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    up = subprocess.Popen([sys.executable, "-m", "lonca", "up", "--port", str(port)], env=w.env, cwd=tmp_path,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        assert wait_until_answering(up, w.socket, 30) is None
+        children = Path(f"/proc/{up.pid}/task/{up.pid}/children").read_text().split()
+        assert len(children) == 1
+        os.kill(int(children[0]), signal.SIGKILL)
+        out, _ = up.communicate(timeout=STOP_S)
+        assert up.returncode not in (0, None) and "the worker exited" in out, out
+    finally:
+        if up.poll() is None:
+            up.kill()
+            up.wait()
