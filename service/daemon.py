@@ -11,7 +11,7 @@ import pygit2
 from sqlalchemy.exc import DatabaseError
 from sqlmodel import Session, select
 
-from lonca.audit import ChainVerifier, database_problem
+from lonca.audit import ChainVerifier, database_problem, read_witnesses, witness_problem
 from lonca.protocol import LoncaError
 from lonca.queue.checks import reap_leftovers, record_in
 from lonca.symbols import SymbolCache
@@ -92,7 +92,7 @@ class Daemon:
         except DatabaseError as e:
             raise database_problem(e, self.engine.url.render_as_string(hide_password=True) if self.engine else url) from None
         on_fatal = self._fatal
-        self.log = LogWriter(self.engine, self.key, self.state, self.now_ms, self._reload)
+        self.log = LogWriter(self.engine, self.key, self.state, self.now_ms, self._reload, self.config.witness_dir)
         self.log.durable_next = {name: rs.next_seq for name, rs in self.state.repos.items()}
         self.log.start(on_fatal)
         await self.server.start()
@@ -112,6 +112,7 @@ class Daemon:
             raise LoncaError("forbidden", f"LONCA_HOME {home} holds the database and its mode {mode:o} lets group or others "
                                           f"into it; make it private (chmod 700 {home}) and start again")
         self.config.repos_dir.mkdir(exist_ok=True, mode=0o700)
+        self.config.witness_dir.mkdir(exist_ok=True, mode=0o700)
 
     def _fatal(self, task: str) -> None:
         self.failed = self.failed or task
@@ -121,9 +122,13 @@ class Daemon:
         """State is the replay of the logs, each checked against its chain; a log that does not
         verify stops the start (`integrity`). `started`: the worker's start, at start."""
         state = State(self.policy_of)
+        witnesses = read_witnesses(self.config.witness_dir)
         with Session(self.engine) as s:
-            for repo in repos_in_log(self.engine):
+            logged = repos_in_log(self.engine)
+            for repo in logged:
                 verifier = ChainVerifier(repo)
+                witness = witnesses.get(repo)
+                at_witness = None
                 seq = 1
                 while True:
                     rows = s.exec(select(LogRow).where(LogRow.repo == repo, LogRow.seq >= seq)
@@ -134,10 +139,19 @@ class Daemon:
                             raise LoncaError("integrity", f"the log of {repo} does not verify at {problem}; "
                                                           "run `lonca audit verify` and restore from a backup")
                         state.apply(repo, json.loads(row.entry), row.hash)
+                        if witness and row.seq == witness["seq"]:
+                            at_witness = row.hash
                     if len(rows) < REPLAY_PAGE:
                         break
                     seq = rows[-1].seq + 1
+                problem = witness and witness_problem(witness, state.repos[repo].next_seq - 1, at_witness, verifier.daemon_key)
+                if problem:
+                    raise LoncaError("integrity", f"the log of {repo}: {problem} (witness {self.config.witness_dir})")
                 self._check_store(repo, state, started)
+            gone = sorted(set(witnesses) - set(logged))
+            if gone:
+                raise LoncaError("integrity", f"the log of {gone[0]} is gone but its witness in {self.config.witness_dir} "
+                                              f"records seq {witnesses[gone[0]]['seq']}; restore the database from a backup")
             now = self.now_ms()
             for n in s.exec(select(NonceRow).where(NonceRow.expires_ms > now)):
                 state.nonces[n.nonce] = n.expires_ms

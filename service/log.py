@@ -15,6 +15,7 @@ import json
 import logging
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -23,6 +24,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import SQLAlchemyError
 from sqlmodel import Session, SQLModel
 
+from lonca.audit import write_witness
 from lonca.canonical import canonical, sha256_hex
 from lonca.protocol import LOG_FORMAT, ZERO_HASH, LoncaError
 
@@ -68,8 +70,9 @@ def deny(*reasons: str) -> dict:
 
 class LogWriter:
     def __init__(self, engine: Engine, key: Ed25519PrivateKey, state: State, now_ms: Callable[[], int],
-                 on_failure: Callable[[], None]):
+                 on_failure: Callable[[], None], witness: Path):
         self.engine = engine
+        self.witness = witness  # the folder of each log's head witness (lonca.audit)
         self.db_name = engine.url.render_as_string(hide_password=True)
         self.broken: str | None = None  # why the state is ahead of the log, until a replay succeeds
         self.key = key
@@ -251,6 +254,12 @@ class LogWriter:
             for row in rows:
                 s.merge(row)
             s.commit()
+        heads = {e["repo"]: e for e in entries}  # the last of each repository's in this batch
+        try:
+            for repo, e in heads.items():
+                write_witness(self.witness, repo, e["seq"], e["hash"], e["sig"])
+        except OSError as e:  # the entries are durable: a stale witness is behind the log, which it allows
+            log.error("the witness of the logs in %s could not be written: %s", self.witness, e)
 
 
 def entry_json(row: LogRow) -> dict:

@@ -12,6 +12,7 @@ import logging
 
 import pygit2
 
+from lonca.protocol import LoncaError
 from lonca.queue import CheckSpec, QueuedChange, Verdict, attestation, reasons, run_batch, store_log, verify_tree
 from lonca.queue.checks import kill_running
 
@@ -53,6 +54,9 @@ class QueueRunner:
                     self._repair_trunk(rs)
                     while rs.queue and not rs.frozen:
                         await self._drain_once(rs)
+                except LoncaError as e:  # the log is not writable now (the database is away)
+                    log.warning("the queue of %s waits: %s", rs.name, e.message)
+                    await asyncio.sleep(1)
                 except Exception:
                     log.exception("the queue of %s failed; it is tried again on the next wake", rs.name)
                     await asyncio.sleep(1)

@@ -2,6 +2,7 @@
 terminated in the middle of writes, the database refusing connections for a few seconds, a
 read-only and a damaged SQLite file. The worker answers promptly meanwhile (`internal` naming the
 database; ping goes on), recovers by itself, and its log still verifies."""
+import json
 import os
 import sqlite3
 import threading
@@ -170,3 +171,25 @@ def test_a_damaged_sqlite_file_gives_a_clear_message(repo_env):
     audit = w.cli("audit", "verify")
     assert audit.returncode != 0
     assert "damaged" in audit.stderr + audit.stdout and "Traceback" not in audit.stderr + audit.stdout
+
+
+def test_a_log_whose_end_was_removed_is_told_by_its_witness(repo_env, database_url):
+    """Deleting the last entries leaves a log that verifies; the witness outside the database
+    tells it, to the worker's start and to `lonca audit verify`."""
+    from sqlalchemy import create_engine, text
+    w = repo_env.w
+    repo_env.agent("a")
+    last = repo_env.log()[-1]
+    witness = json.loads((w.home / "witness" / "demo.json").read_text())
+    assert (witness["seq"], witness["hash"], witness["sig"]) == (last["entry"]["seq"], last["hash"], last["sig"])
+    w.stop()
+    engine = create_engine(database_url or f"sqlite:///{w.home / 'lonca.db'}")
+    with engine.begin() as conn:
+        conn.execute(text("DELETE FROM log_entries WHERE repo = 'demo' AND seq = :s"), {"s": last["entry"]["seq"]})
+    engine.dispose()
+    audit = w.cli("audit", "verify")
+    assert audit.returncode != 0 and "removed from the end of the log" in audit.stdout + audit.stderr
+    assert "signed with the log's daemon key" in audit.stdout + audit.stderr
+    assert w.cli("audit", "verify", "--witness", str(w.tmp / "none")).returncode == 0  # the chain alone verifies
+    res = w.cli("daemon")
+    assert res.returncode != 0 and "integrity" in res.stderr and "removed from the end" in res.stderr
