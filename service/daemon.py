@@ -92,7 +92,7 @@ class Daemon:
         except DatabaseError as e:
             raise database_problem(e, self.engine.url.render_as_string(hide_password=True) if self.engine else url) from None
         on_fatal = self._fatal
-        self.log = LogWriter(self.engine, self.key, self.state, self.now_ms, self._reload, self.config.witness_dir)
+        self.log = LogWriter(self.engine, self.key, self.state, self.now_ms, self._replay, self.config.witness_dir)
         self.log.durable_next = {name: rs.next_seq for name, rs in self.state.repos.items()}
         self.log.start(on_fatal)
         await self.server.start()
@@ -178,10 +178,6 @@ class Daemon:
             except pygit2.GitError as e:
                 raise LoncaError("git", f"trunk's ref of {repo} cannot be set back to {want}: {e}") from None
 
-    def _reload(self) -> None:
-        log.error("a log commit failed; replaying the logs to get back to what is durable")
-        self._replay()
-
     def policy_text(self, repo: str, commit_id: str) -> str | None:
         """lonca.toml of a commit in the repository's store, None when absent."""
         path = self.config.store_path(repo)
@@ -237,7 +233,8 @@ class Daemon:
                 except LoncaError as e:
                     log.error("%s", e.message)
                     self._fatal("database lock")
-                    return
+                    await self.stopping.wait()
+                    return  # the stop cancels this task first
             now = self.now_ms()
             self.state.forget_spent_nonces(now)
             gone = []
@@ -316,5 +313,5 @@ async def serve(config: Config, ready=None) -> None:
     except asyncio.TimeoutError:
         log.error("the worker did not stop within %.0f s; it exits anyway", STOP_S)
     if daemon.failed:
-        raise LoncaError("internal", f"the worker's {daemon.failed} failed (its traceback is above) and the worker "
+        raise LoncaError("internal", f"the worker's {daemon.failed} failed (the lines above say why) and the worker "
                                      "stopped; start it again (`lonca up` or your service manager does)")

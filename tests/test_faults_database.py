@@ -173,6 +173,7 @@ def test_a_damaged_sqlite_file_gives_a_clear_message(repo_env):
     assert "damaged" in audit.stderr + audit.stdout and "Traceback" not in audit.stderr + audit.stdout
 
 
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
 def test_a_log_whose_end_was_removed_is_told_by_its_witness(repo_env, database_url):
     """Deleting the last entries leaves a log that verifies; the witness outside the database
     tells it, to the worker's start and to `lonca audit verify`."""
@@ -193,3 +194,21 @@ def test_a_log_whose_end_was_removed_is_told_by_its_witness(repo_env, database_u
     assert w.cli("audit", "verify", "--witness", str(w.tmp / "none")).returncode == 0  # the chain alone verifies
     res = w.cli("daemon")
     assert res.returncode != 0 and "integrity" in res.stderr and "removed from the end" in res.stderr
+
+
+@pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)
+def test_a_worker_whose_database_lock_is_taken_stops(worker, database_url):
+    """The lock's backend terminated and the lock taken by someone else meanwhile (another
+    worker): the worker stops, non-zero, saying why — a supervised task's fatal end."""
+    from lonca.service.worker_lock import ADVISORY_KEY
+    dbname = database_url.rsplit("/", 1)[1]
+    with psycopg.connect(database_url.replace("+psycopg", ""), autocommit=True) as thief:
+        deadline = time.monotonic() + 10
+        while not thief.execute("SELECT pg_try_advisory_lock(%s)", (ADVISORY_KEY,)).fetchone()[0]:
+            _admin("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s "
+                   "AND application_name = 'lonca worker lock'", dbname)
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        assert worker.proc.wait(20) != 0
+    out = worker.output.read_text()
+    assert "another worker already runs on the database" in out and "the worker's database lock failed" in out
