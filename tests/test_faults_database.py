@@ -130,13 +130,30 @@ def test_a_write_failure_is_logged_and_the_worker_recovers(repo_env):
     agent = env.agent("a")["token"]
     c = w.client(timeout=30).connect()
     _write(c, agent)
+    trunk = env.trunk
     blocker = sqlite3.connect(w.home / "lonca.db", timeout=1)
     blocker.execute("BEGIN IMMEDIATE")  # holds the write lock
+    read: list = []
+
+    def reader():  # comes while the failing commit waits: woken by its failure, not by a later write
+        time.sleep(1.0)
+        r = w.client(timeout=30).connect()
+        t0 = time.monotonic()
+        try:
+            read.append(r.call("status", repo="demo", token=env.token)["trunk"])
+        except LoncaError as e:
+            read.append(e.code)
+        read.append(time.monotonic() - t0)
+        r.close()
+    th = threading.Thread(target=reader)
+    th.start()
     try:
         with pytest.raises(LoncaError) as e:
             _write(c, agent)
         assert e.value.code == "internal" and "lonca.db" in e.value.message and "locked" in e.value.message
         assert c.call("ping")["daemon_key"]
+        th.join(30)
+        assert read and read[0] in ("internal", trunk) and read[1] < PROMPT_S + 1, read
     finally:
         blocker.rollback()
         blocker.close()
