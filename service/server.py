@@ -147,7 +147,8 @@ class SocketServer:
         per attempt: the quietest connection is evicted instead, and one line is logged at most
         every ACCEPT_LOG_S."""
         e = context.get("exception")
-        if isinstance(e, OSError) and e.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):
+        if (str(context.get("message", "")).startswith("socket.accept()") and isinstance(e, OSError)
+                and e.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)):
             self._accept_failures += 1
             self._evict_quietest()
             now = time.monotonic()
