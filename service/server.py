@@ -23,6 +23,7 @@ log = logging.getLogger("lonca.server")
 BACKLOG = 4096  # the kernel caps it at net.core.somaxconn; a burst of connects waits, not fails
 FD_RESERVE = 96  # descriptors kept for the database, git stores, checks' pipes and the log
 ACCEPT_LOG_S = 10.0  # at most one line per this about accepts failing for want of descriptors
+ACCEPT_EVICT = 8  # connections evicted per failed accept: asyncio tries again only a second later
 
 METHOD_RE = re.compile(rb'"method"\s*:\s*"([^"\\]{1,64})"')
 ID_RE = re.compile(rb'^\s*\{\s*"id"\s*:\s*(-?\d{1,18}|"[^"\\]{0,128}")')
@@ -144,13 +145,14 @@ class SocketServer:
 
     def _loop_exception(self, loop, context: dict) -> None:
         """asyncio reports an accept that failed for want of descriptors with a traceback, once
-        per attempt: the quietest connection is evicted instead, and one line is logged at most
+        per attempt: the quietest connections are evicted instead, and one line is logged at most
         every ACCEPT_LOG_S."""
         e = context.get("exception")
         if (str(context.get("message", "")).startswith("socket.accept()") and isinstance(e, OSError)
                 and e.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)):
             self._accept_failures += 1
-            self._evict_quietest()
+            for _ in range(ACCEPT_EVICT):
+                self._evict_quietest()
             now = time.monotonic()
             if now - self._accept_logged >= ACCEPT_LOG_S:
                 log.warning("accepting a connection failed %d times: %s; the quietest connections are evicted",

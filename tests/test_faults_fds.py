@@ -6,6 +6,7 @@ import resource
 import socket
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -63,3 +64,53 @@ def test_more_connections_than_descriptors(tmp_path):
         for s in conns:
             s.close()
         w.stop()
+
+
+SERVER = """
+import asyncio, logging, resource, sys
+from pathlib import Path
+from lonca.service.config import Limits
+from lonca.service.server import SocketServer
+
+logging.basicConfig(level=logging.INFO)
+
+async def main():
+    async def handle(peer, req):
+        return {"id": req["id"], "ok": True, "result": {}}
+    server = SocketServer(Path(sys.argv[1]), Limits(), handle)
+    await server.start()
+    resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))  # fewer than its caps were made for
+    print("ready", flush=True)
+    await asyncio.sleep(3600)
+
+asyncio.run(main())
+"""
+
+
+def test_accept_out_of_descriptors_evicts_and_logs_one_line(tmp_path):
+    """Descriptors gone below the caps (taken by something else): accept fails; the server
+    evicts the quietest connections instead of logging a traceback per attempt."""
+    path = tmp_path / "s.sock"
+    out = tmp_path / "server.out"
+    proc = subprocess.Popen([sys.executable, "-c", SERVER, str(path)], stdout=open(out, "wb"), stderr=subprocess.STDOUT)
+    conns = []
+    try:
+        for _ in range(100):
+            if "ready" in out.read_text():
+                break
+            time.sleep(0.1)
+        for _ in range(150):
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.settimeout(20)
+            s.connect(str(path))
+            conns.append(s)
+        conns[-1].sendall(b'{"id": 7, "method": "ping"}\n')
+        assert _line(conns[-1]) == {"id": 7, "ok": True, "result": {}}
+        assert _line(conns[0])["error"]["code"] == "closed"
+        text = out.read_text()
+        assert "Traceback" not in text and text.count("accepting a connection failed") <= 2
+    finally:
+        for s in conns:
+            s.close()
+        proc.kill()
+        proc.wait()
