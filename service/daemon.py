@@ -66,19 +66,18 @@ class Daemon:
 
     async def start(self) -> None:
         started = time.time()
-        self._prepare_home()
-        self._locks.append(worker_lock.lock_file(self.config.home / "worker.lock", f"the home {self.config.home}"))
         url = self.config.database_url
-        db.check_writable(url)
         sqlite_file = db.sqlite_file(url)
+        self._prepare_home(sqlite_file)
+        self._locks.append(worker_lock.lock_file(self.config.home / "worker.lock", f"the home {self.config.home}"))
+        db.check_writable(url)
         if sqlite_file is not None and sqlite_file.resolve().parent != self.config.home.resolve():
             self._locks.append(worker_lock.lock_file(sqlite_file.with_name(sqlite_file.name + ".worker-lock"),
                                                      f"the database {sqlite_file}"))
         try:
             self.engine = await asyncio.to_thread(open_engine, url)
-            name = self.engine.url.render_as_string(hide_password=True)
             if self.engine.url.get_backend_name() == "postgresql":
-                self.db_lock = worker_lock.DatabaseLock(self.engine.url, name)
+                self.db_lock = worker_lock.DatabaseLock(self.engine.url, self.engine.url.render_as_string(hide_password=True))
                 await asyncio.to_thread(self.db_lock.acquire)
             logged = await asyncio.to_thread(db.daemon_keys_in_log, self.engine)
             self.key = daemonkey.load_or_create(self.config.key_path, logged)
@@ -91,22 +90,20 @@ class Daemon:
             await asyncio.to_thread(self._replay, started)
         except DatabaseError as e:
             raise database_problem(e, self.engine.url.render_as_string(hide_password=True) if self.engine else url) from None
-        on_fatal = self._fatal
         self.log = LogWriter(self.engine, self.key, self.state, self.now_ms, self._replay, self.config.witness_dir)
         self.log.durable_next = {name: rs.next_seq for name, rs in self.state.repos.items()}
-        self.log.start(on_fatal)
+        self.log.start(self._fatal)
         await self.server.start()
-        self._sweeper = supervise("sweeper", self._sweep(), on_fatal)
-        self.queue.start(on_fatal)
+        self._sweeper = supervise("sweeper", self._sweep(), self._fatal)
+        self.queue.start(self._fatal)
 
-    def _prepare_home(self) -> None:
+    def _prepare_home(self, sqlite_file) -> None:
         """The home is made 0700. One made by someone else is never chmod-ed; it is refused when it
-        holds the SQLite database and group or others may read it."""
+        holds the SQLite database (`sqlite_file`) and group or others may read it."""
         home = self.config.home
         if not home.exists():
             home.mkdir(parents=True, mode=0o700)
             os.chmod(home, 0o700)  # mkdir's mode passes through the umask
-        sqlite_file = db.sqlite_file(self.config.database_url)
         mode = home.stat().st_mode & 0o777
         if sqlite_file is not None and sqlite_file.resolve().parent == home.resolve() and mode & 0o077:
             raise LoncaError("forbidden", f"LONCA_HOME {home} holds the database and its mode {mode:o} lets group or others "
