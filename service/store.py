@@ -62,7 +62,9 @@ def open_engine(url: str) -> Engine:
         engine = create_engine(url, connect_args={"check_same_thread": False})
         event.listen(engine, "connect", _sqlite_pragmas)
     else:
-        engine = create_engine(url, pool_pre_ping=True)
+        # a database that does not answer (not one that refuses) fails a connect in seconds, so
+        # requests during an outage are answered instead of waiting on TCP
+        engine = create_engine(url, pool_pre_ping=True, connect_args={"connect_timeout": 5})
     SQLModel.metadata.create_all(engine)
     return engine
 
