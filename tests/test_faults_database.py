@@ -61,7 +61,7 @@ def test_postgresql_outage_mid_write(repo_env, database_url):
         for _ in range(6):  # backends killed under a stream of writes
             time.sleep(0.4)
             killed += _terminate(dbname)
-        assert killed >= 6
+        assert killed >= 3
         _admin(f'ALTER DATABASE "{dbname}" ALLOW_CONNECTIONS false')
         try:
             _terminate(dbname)
