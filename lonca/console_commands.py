@@ -83,6 +83,8 @@ def cmd_up(args) -> int:
     except Usage as e:
         print(f"usage: {e}", file=sys.stderr)
         return USAGE
+    except KeyboardInterrupt:
+        pass  # Ctrl-C, or the worker's end, before the console took over the signal
     finally:
         stopping.set()
         if worker.poll() is None:

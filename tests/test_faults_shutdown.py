@@ -104,10 +104,18 @@ def test_lonca_up_ends_when_its_worker_dies(tmp_path):
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         assert wait_until_answering(up, w.socket, 30) is None
+        deadline = time.monotonic() + 30
+        while True:  # the console serves
+            try:
+                sock.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline and up.poll() is None
+                time.sleep(0.1)
         children = Path(f"/proc/{up.pid}/task/{up.pid}/children").read_text().split()
         assert len(children) == 1
         os.kill(int(children[0]), signal.SIGKILL)
-        out, _ = up.communicate(timeout=STOP_S)
+        out, _ = up.communicate(timeout=2 * STOP_S)
         assert up.returncode not in (0, None) and "the worker exited" in out, out
     finally:
         if up.poll() is None:
