@@ -38,6 +38,7 @@ def _write(c, token: str) -> None:
 def test_postgresql_outage_mid_write(repo_env, database_url):
     env, w = repo_env, repo_env.w
     dbname = database_url.rsplit("/", 1)[1]
+    env.policy("[sessions]\nops_per_minute = 1000000\n")  # the writes below come as fast as they are answered
     agent = env.agent("a")["token"]
     stop = threading.Event()
     results: list[tuple[str, float]] = []
