@@ -6,10 +6,11 @@ import shutil
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Iterator
 
 from lonca import humankeys, paths
-from lonca.audit import verify_entries
+from lonca.audit import database_problem, read_witnesses, verify_entries, witness_problem
 from lonca.canonical import canonical
 from lonca.client import DAEMON_TOML, Client, Unreachable, checked_ping
 from lonca.output import OK, REFUSED, Usage, command, decision_exit, emit_json, paint
@@ -42,6 +43,8 @@ def register(sub) -> None:
     av.add_argument("--repo", help="only this repository (default: every one in the database)")
     av.add_argument("--file", help="an exported log (lonca log --json) instead of the database")
     av.add_argument("--database", help="a database URL (default: LONCA_DATABASE_URL or $LONCA_HOME/lonca.db)")
+    av.add_argument("--witness", help="the folder of the worker's log witnesses, which tell a log whose end was removed "
+                                      "(default: $LONCA_HOME/witness when reading the database)")
 
     command(sub, "doctor", "check the daemon, its socket, git, your key and each repository's log", cmd_doctor,
             human=True)
@@ -227,6 +230,7 @@ def log_entries(c: Client, name: str, repo: str, start: int = 1, follow: bool = 
 
 def _rows_from_database(url: str, repo: str | None) -> dict[str, list[tuple[str, str, str]]]:
     from sqlalchemy import create_engine, text
+    from sqlalchemy.exc import DatabaseError
 
     engine = create_engine(url)
     try:
@@ -236,6 +240,8 @@ def _rows_from_database(url: str, repo: str | None) -> dict[str, list[tuple[str,
             for r in conn.execute(text(q), {"repo": repo} if repo else {}):
                 out.setdefault(r.repo, []).append((r.entry, r.hash, r.sig))
             return out
+    except DatabaseError as e:
+        raise database_problem(e, engine.url.render_as_string(hide_password=True)) from None
     finally:
         engine.dispose()
 
@@ -269,11 +275,25 @@ def cmd_audit_verify(args) -> int:
         logs = _rows_from_database(url, args.repo)
     if args.repo and args.repo not in logs:
         raise Usage(f"no log of {args.repo} there")
+    folder = args.witness or (None if args.file else str(paths.lonca_home() / "witness"))
+    witnesses = read_witnesses(Path(folder)) if folder else {}
+    if args.repo:
+        witnesses = {r: w for r, w in witnesses.items() if r == args.repo}
     results = []
     for repo, rows in sorted(logs.items()):
         count, problem = verify_entries(repo, rows)
-        results.append({"repo": repo, "entries": count, "ok": problem is None,
-                        "bad_seq": problem.seq if problem else None, "reason": problem.reason if problem else None})
+        result = {"repo": repo, "entries": count, "ok": problem is None,
+                  "bad_seq": problem.seq if problem else None, "reason": problem.reason if problem else None}
+        w = witnesses.get(repo)
+        if w and problem is None:
+            key = json.loads(rows[0][0])["op"].get("daemon_key") if rows else None
+            why = witness_problem(w, count, rows[w["seq"] - 1][1] if w["seq"] <= count else None, key)
+            if why:
+                result.update(ok=False, bad_seq=min(w["seq"], count + 1), reason=why)
+        results.append(result)
+    for repo in sorted(set(witnesses) - set(logs)):
+        results.append({"repo": repo, "entries": 0, "ok": False, "bad_seq": 1,
+                        "reason": f"the log is gone but its witness records seq {witnesses[repo]['seq']}"})
     ok = all(r["ok"] for r in results)
     if args.json:
         emit_json({"ok": ok, "logs": results})

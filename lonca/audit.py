@@ -2,7 +2,9 @@
 human signature, from nothing but the entries. The worker runs the same check when it replays the
 log at start; `lonca audit verify` runs it on the database or an exported log."""
 import json
+import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Iterable
 
 from cryptography.exceptions import InvalidSignature
@@ -10,7 +12,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from lonca import humansig
 from lonca.canonical import canonical, sha256_hex
-from lonca.protocol import ZERO_HASH
+from lonca.protocol import ZERO_HASH, LoncaError
 
 # Operations whose allowed entry changes which key a human signs with.
 KEY_OPS = {"human.enroll", "human.rotate", "human.recover"}
@@ -130,3 +132,60 @@ def verify_entries(repo: str, rows: Iterable[tuple[str, str, str]]) -> tuple[int
             return count, problem
         count += 1
     return count, None
+
+
+def database_problem(e: Exception, name: str) -> LoncaError:
+    """A clear error for a database that cannot be opened or read (`e` a SQLAlchemy
+    DatabaseError), for the worker's start and `audit verify` alike: a damaged file is
+    `integrity` (restore a backup), anything else is I/O (`internal`)."""
+    cause = (str(getattr(e, "orig", None) or e).strip().splitlines() or [""])[0][:200]
+    if any(w in cause for w in ("malformed", "not a database", "corrupt")):
+        return LoncaError("integrity", f"the database {name} is damaged ({cause}); restore it from a backup "
+                                       "(or try `sqlite3 FILE .recover`), then run `lonca audit verify`")
+    return LoncaError("internal", f"the database {name} cannot be used ({cause}); check that it is running "
+                                  "and reachable, then try again")
+
+
+# -- the witness of a log's head -----------------------------------------------------------------
+# A log whose last entries were deleted still verifies: every entry left is chained and signed.
+# The worker therefore writes, after every commit, the seq, hash and daemon signature of each
+# repository's last entry to a file outside the database (LONCA_HOME/witness/<repo>.json). A log
+# that ends before its witness, or differs from it at the witness's seq, lost its end.
+
+def witness_path(folder: Path, repo: str) -> Path:
+    return folder / f"{repo}.json"
+
+
+def write_witness(folder: Path, repo: str, seq: int, hash_hex: str, sig_hex: str) -> None:
+    """Replace the witness atomically (a crash leaves the old one: behind the log, never ahead)."""
+    path = witness_path(folder, repo)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"repo": repo, "seq": seq, "hash": hash_hex, "sig": sig_hex}) + "\n")
+    os.replace(tmp, path)
+
+
+def read_witnesses(folder: Path) -> dict[str, dict]:
+    """repo -> its witness, for every readable witness in `folder`."""
+    out = {}
+    if folder.is_dir():
+        for path in folder.glob("*.json"):
+            try:
+                w = json.loads(path.read_text())
+                out[w["repo"]] = {"seq": int(w["seq"]), "hash": str(w["hash"]), "sig": str(w["sig"])}
+            except (OSError, ValueError, KeyError, TypeError):
+                continue
+    return out
+
+
+def witness_problem(witness: dict, last_seq: int, hash_at: str | None, daemon_key: str | None) -> str | None:
+    """Why a log (ending at `last_seq`, whose entry at the witness's seq has hash `hash_at`)
+    disagrees with its witness, or None."""
+    seq = witness["seq"]
+    if seq > last_seq:
+        signed = bool(daemon_key) and daemon_sig_ok(daemon_key, witness["hash"], witness["sig"])
+        how = "signed with the log's daemon key" if signed else "its signature does not verify with the log's daemon key"
+        return (f"the log ends at seq {last_seq} but its witness records seq {seq} as committed ({how}): "
+                "entries were removed from the end of the log; restore the database from a backup")
+    if hash_at != witness["hash"]:
+        return f"the entry at seq {seq} is not the one its witness records: the log was rewritten; restore it from a backup"
+    return None

@@ -1,11 +1,13 @@
 """`lonca console` (the review console alone) and `lonca up` (the worker and the console together,
 stopped together on Ctrl-C; `--demo` adds a demo repository and simulated agents)."""
 import os
+import signal
 import subprocess
 import sys
+import threading
 
 from lonca.client import wait_until_answering
-from lonca.output import OK, USAGE, Usage
+from lonca.output import OK, REFUSED, USAGE, Usage
 
 DEFAULT_PORT = 8765
 
@@ -64,8 +66,10 @@ def cmd_up(args) -> int:
 
     cfg = _settings(settings.make, args)
     worker = subprocess.Popen([sys.executable, "-m", "lonca", "daemon"], env=os.environ.copy())
+    stopping, died = threading.Event(), threading.Event()
     try:
         _wait_for_worker(worker)
+        _stop_with(worker, stopping, died)
         app = create_app(cfg)
         demo = None
         if args.demo:
@@ -79,7 +83,10 @@ def cmd_up(args) -> int:
     except Usage as e:
         print(f"usage: {e}", file=sys.stderr)
         return USAGE
+    except KeyboardInterrupt:
+        pass  # Ctrl-C, or the worker's end, before the console took over the signal
     finally:
+        stopping.set()
         if worker.poll() is None:
             worker.terminate()
         try:
@@ -87,4 +94,19 @@ def cmd_up(args) -> int:
         except subprocess.TimeoutExpired:
             worker.kill()
             worker.wait()
+    if died.is_set():
+        print(f"lonca up: the worker exited with code {worker.returncode} (its messages are above); "
+              "the console stopped with it", file=sys.stderr)
+        return REFUSED
     return OK
+
+
+def _stop_with(worker: subprocess.Popen, stopping: threading.Event, died: threading.Event) -> None:
+    """When the worker ends by itself (a fatal failure, a kill), the console stops too, as if by
+    Ctrl-C, and `lonca up` exits non-zero so that whatever runs it sees the failure."""
+    def watch():
+        worker.wait()
+        if not stopping.is_set():
+            died.set()
+            os.kill(os.getpid(), signal.SIGINT)
+    threading.Thread(target=watch, daemon=True, name="lonca up: worker watch").start()

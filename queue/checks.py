@@ -10,6 +10,13 @@ group's, cannot be reused, so the kill can only reach the check's own processes.
 
 A process that leaves the group (setsid) escapes this; containing it needs a sandbox, which is
 the worker's business.
+
+Checks end with the worker. The check's first process gets SIGKILL when the thread that started
+it dies (PR_SET_PDEATHSIG, so a SIGKILL of the worker takes it along); `kill_running` kills every
+running group at a shutdown; and each running group is recorded in a directory (`record_in`) so
+that the next start kills what a killed worker left behind in those groups (`reap_leftovers`).
+A record names the group and its leader's start time on this boot: a process is killed only if
+it is in that group and started after the leader, so a recycled group id is never hit.
 """
 from __future__ import annotations
 
@@ -17,6 +24,7 @@ import os
 import selectors
 import signal
 import subprocess
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +32,132 @@ from pathlib import Path
 TAIL_BYTES = 32 * 1024
 _READ = 65536
 _DRAIN_S = 2.0
+PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent():
+    """In the check's child before exec: SIGKILL when the thread that forked it dies."""
+    if _prctl is not None:
+        _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def _load_prctl():
+    # resolved once, before any fork: the child only calls it
+    try:
+        import ctypes
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+
+_prctl = _load_prctl()
+
+
+class _Groups:
+    """The process groups of the checks running now; see the module's docstring."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.running: set[int] = set()
+        self.folder: Path | None = None
+        self.closed = False
+
+    def add(self, pgid: int) -> bool:
+        """Record a started group; False when the worker is shutting down (kill it)."""
+        with self.lock:
+            if self.closed:
+                return False
+            self.running.add(pgid)
+            if self.folder is not None:
+                try:
+                    (self.folder / str(pgid)).write_text(f"{_boot_id()} {_start_time(pgid)}\n")
+                except OSError:
+                    pass  # the record only helps the next start; the check is still bounded
+            return True
+
+    def remove(self, pgid: int) -> None:
+        with self.lock:
+            self.running.discard(pgid)
+            if self.folder is not None:
+                (self.folder / str(pgid)).unlink(missing_ok=True)
+
+
+_GROUPS = _Groups()
+
+
+def record_in(folder: Path) -> None:
+    """Record each running check's group in `folder` (the worker's home), for `reap_leftovers`."""
+    folder.mkdir(mode=0o700, exist_ok=True)
+    _GROUPS.folder = folder
+    _GROUPS.closed = False
+
+
+def kill_running() -> int:
+    """Kill every running check's group and start no new one: the worker is stopping. Returns
+    how many were running."""
+    with _GROUPS.lock:
+        _GROUPS.closed = True
+        groups = list(_GROUPS.running)
+    for pgid in groups:
+        _kill_group(pgid)
+    return len(groups)
+
+
+def reap_leftovers(folder: Path) -> int:
+    """Kill what is left of the groups recorded in `folder` by a worker that did not end them
+    (killed, or its machine lost power); returns how many processes were killed."""
+    killed = 0
+    if not folder.is_dir():
+        return 0
+    boot = _boot_id()
+    for record in folder.iterdir():
+        try:
+            pgid = int(record.name)
+            rec_boot, started = record.read_text().split()
+            started_at = int(started)
+        except (ValueError, OSError):
+            record.unlink(missing_ok=True)
+            continue
+        if rec_boot == boot:
+            for pid in _members(pgid, started_at):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                    killed += 1
+                except (ProcessLookupError, PermissionError):
+                    pass
+        record.unlink(missing_ok=True)
+    return killed
+
+
+def _boot_id() -> str:
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return "unknown"
+
+
+def _stat(pid) -> list[str] | None:
+    """The fields of /proc/<pid>/stat after the command name (state is [0], pgrp [2], start time [19])."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
+def _start_time(pid: int) -> int:
+    st = _stat(pid)
+    return int(st[19]) if st else 0
+
+
+def _members(pgid: int, not_before: int) -> list[int]:
+    """Processes in group `pgid` that started at or after `not_before` (clock ticks since boot)."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            st = _stat(entry)
+            if st and int(st[2]) == pgid and int(st[19]) >= not_before and st[0] != "Z":
+                out.append(int(entry))
+    return out
 
 
 @dataclass(frozen=True)
@@ -56,10 +190,20 @@ def run_check(argv: list[str], cwd: Path, env_names: list[str] | tuple[str, ...]
     try:
         proc = subprocess.Popen(argv, cwd=str(cwd), env=child_env(env_names), stdin=subprocess.DEVNULL,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
-                                close_fds=True)
+                                close_fds=True, preexec_fn=_die_with_parent)
     except OSError as e:
         return CheckRun(list(argv), "error", None, _ms(start), False, False, b"", False,
                         f"could not start {argv[0]!r}: {e.strerror or e}")
+    if not _GROUPS.add(proc.pid):
+        _kill_group(proc.pid)
+    try:
+        return _follow(proc, list(argv), start, timeout_s, max_bytes)
+    finally:
+        _GROUPS.remove(proc.pid)
+
+
+def _follow(proc: subprocess.Popen, argv: list[str], start: float, timeout_s: float, max_bytes: int) -> CheckRun:
+    """Read the check's output until it ends, times out or overflows; kill its group and reap it."""
     tail = bytearray()
     dropped = False
     counts = {proc.stdout.fileno(): 0, proc.stderr.fileno(): 0}
@@ -123,13 +267,13 @@ def run_check(argv: list[str], cwd: Path, env_names: list[str] | tuple[str, ...]
     duration = _ms(start)
     truncated = dropped or overflowed
     if timed_out:
-        return CheckRun(list(argv), "error", None, duration, True, False, bytes(tail), truncated,
+        return CheckRun(argv, "error", None, duration, True, False, bytes(tail), truncated,
                         f"timed out after {timeout_s:g} s; its process group was killed")
     if overflowed:
-        return CheckRun(list(argv), "error", None, duration, False, True, bytes(tail), True,
+        return CheckRun(argv, "error", None, duration, False, True, bytes(tail), True,
                         f"output over {max_bytes} bytes on one stream; its process group was killed")
     result = "pass" if code == 0 else "fail"
-    return CheckRun(list(argv), result, code, duration, False, False, bytes(tail), truncated, None)
+    return CheckRun(argv, result, code, duration, False, False, bytes(tail), truncated, None)
 
 
 def _pidfd(pid: int) -> int | None:

@@ -48,6 +48,11 @@ class Config:
     def key_path(self) -> Path:
         return self.home / "daemon.key"
 
+    @property
+    def witness_dir(self) -> Path:
+        """Each log's head, outside the database (lonca.audit's witness)."""
+        return self.home / "witness"
+
 
 def _env_override(limits: Limits) -> Limits:
     for f in fields(limits):

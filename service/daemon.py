@@ -2,18 +2,21 @@
 import asyncio
 import json
 import logging
+import os
 import signal
 import threading
 import time
 
 import pygit2
+from sqlalchemy.exc import DatabaseError
 from sqlmodel import Session, select
 
-from lonca.audit import ChainVerifier
+from lonca.audit import ChainVerifier, database_problem, read_witnesses, witness_problem
 from lonca.protocol import LoncaError
+from lonca.queue.checks import reap_leftovers, record_in
 from lonca.symbols import SymbolCache
 
-from . import auth, checkpoint, daemonkey, gitstore
+from . import auth, checkpoint, daemonkey, gitstore, store as db, worker_lock
 from . import security_methods
 from .event_methods import Told
 from .change_build import TreeMaps
@@ -28,9 +31,11 @@ from .server import Peer, SocketServer
 from .state import State
 from .symbol_warmer import SymbolWarmer
 from .store import CheckpointRow, LogRow, NonceRow, TokenRow, open_engine, repos_in_log
+from .supervision import supervise
 
 log = logging.getLogger("lonca.daemon")
 REPLAY_PAGE = 5000
+STOP_S = 10.0  # a graceful stop is bounded: what is still running after this is abandoned
 
 
 class Daemon:
@@ -50,6 +55,10 @@ class Daemon:
         self._checkpointed: dict[str, int] = {}  # repo -> seq of its last checkpoint
         self.queue = QueueRunner(self)
         self.server = SocketServer(config.socket, config.limits, self.handle, config.allowed_uids)
+        self.stopping = asyncio.Event()
+        self.failed: str | None = None  # the background task whose failure stopped the worker
+        self._locks: list = []  # held for the worker's life (see worker_lock)
+        self.db_lock: worker_lock.DatabaseLock | None = None
 
     def now_ms(self) -> int:
         return int(time.time() * 1000) + self.config.clock_offset_ms
@@ -57,28 +66,69 @@ class Daemon:
     # -- start ---------------------------------------------------------------------------------
 
     async def start(self) -> None:
-        self.config.home.mkdir(parents=True, exist_ok=True, mode=0o700)
-        self.config.repos_dir.mkdir(exist_ok=True)
-        self.key = daemonkey.load_or_create(self.config.key_path)
-        self.public_key = daemonkey.public_hex(self.key)
-        self.engine = await asyncio.to_thread(open_engine, self.config.database_url)
-        await asyncio.to_thread(self._replay)
-        self.log = LogWriter(self.engine, self.key, self.state, self.now_ms, self._reload)
+        started = time.time()
+        url = self.config.database_url
+        sqlite_file = db.sqlite_file(url)
+        self._prepare_home(sqlite_file)
+        self._locks.append(worker_lock.lock_file(self.config.home / "worker.lock", f"the home {self.config.home}"))
+        db.check_writable(url)
+        if sqlite_file is not None and sqlite_file.resolve().parent != self.config.home.resolve():
+            self._locks.append(worker_lock.lock_file(sqlite_file.with_name(sqlite_file.name + ".worker-lock"),
+                                                     f"the database {sqlite_file}"))
+        try:
+            self.engine = await asyncio.to_thread(open_engine, url)
+            if self.engine.url.get_backend_name() == "postgresql":
+                self.db_lock = worker_lock.DatabaseLock(self.engine.url, self.engine.url.render_as_string(hide_password=True))
+                await asyncio.to_thread(self.db_lock.acquire)
+            logged = await asyncio.to_thread(db.daemon_keys_in_log, self.engine)
+            self.key = daemonkey.load_or_create(self.config.key_path, logged)
+            self.public_key = daemonkey.public_hex(self.key)
+            checks_dir = self.config.home / "checks"
+            killed = reap_leftovers(checks_dir)
+            if killed:
+                log.warning("killed %d processes of checks a previous worker left running", killed)
+            record_in(checks_dir)
+            await asyncio.to_thread(self._replay, started)
+        except DatabaseError as e:
+            raise database_problem(e, self.engine.url.render_as_string(hide_password=True) if self.engine else url) from None
+        self.log = LogWriter(self.engine, self.key, self.state, self.now_ms, self._replay, self.config.witness_dir)
         self.log.durable_next = {name: rs.next_seq for name, rs in self.state.repos.items()}
-        self.log.start()
+        self.log.start(self._fatal)
         await self.server.start()
-        self._sweeper = asyncio.get_running_loop().create_task(self._sweep())
-        self.queue.start()
+        self._sweeper = supervise("sweeper", self._sweep(), self._fatal)
+        self.queue.start(self._fatal)
 
-    def _replay(self) -> None:
+    def _prepare_home(self, sqlite_file) -> None:
+        """The home is made 0700. One made by someone else is never chmod-ed; it is refused when it
+        holds the SQLite database (`sqlite_file`) and group or others may read it."""
+        home = self.config.home
+        if not home.exists():
+            home.mkdir(parents=True, mode=0o700)
+            os.chmod(home, 0o700)  # mkdir's mode passes through the umask
+        mode = home.stat().st_mode & 0o777
+        if sqlite_file is not None and sqlite_file.resolve().parent == home.resolve() and mode & 0o077:
+            raise LoncaError("forbidden", f"LONCA_HOME {home} holds the database and its mode {mode:o} lets group or others "
+                                          f"into it; make it private (chmod 700 {home}) and start again")
+        self.config.repos_dir.mkdir(exist_ok=True, mode=0o700)
+        self.config.witness_dir.mkdir(exist_ok=True, mode=0o700)
+
+    def _fatal(self, task: str) -> None:
+        self.failed = self.failed or task
+        self.stopping.set()
+
+    def _replay(self, started: float | None = None) -> None:
         """State is the replay of the logs, each checked against its chain; a log that does not
-        verify stops the start (`integrity`)."""
+        verify stops the start (`integrity`). `started`: the worker's start, at start."""
         state = State(self.policy_of)
         saved: dict[str, int] = {}
+        witnesses = read_witnesses(self.config.witness_dir)
         with Session(self.engine) as s:
-            for repo in repos_in_log(self.engine):
+            logged = repos_in_log(self.engine)
+            for repo in logged:
                 verifier, seq = self._resume(s, repo, state)
                 saved[repo] = seq - 1
+                witness = witnesses.get(repo)
+                at_witness = None
                 while True:
                     rows = s.exec(select(LogRow).where(LogRow.repo == repo, LogRow.seq >= seq)
                                   .order_by(LogRow.seq).limit(REPLAY_PAGE)).all()
@@ -88,15 +138,27 @@ class Daemon:
                             raise LoncaError("integrity", f"the log of {repo} does not verify at {problem}; "
                                                           "run `lonca audit verify` and restore from a backup")
                         state.apply(repo, json.loads(row.entry), row.hash)
+                        if witness and row.seq == witness["seq"]:
+                            at_witness = row.hash
                     if len(rows) < REPLAY_PAGE:
                         break
                     seq = rows[-1].seq + 1
-                self._check_store(repo, state)
+                if witness and at_witness is None and witness["seq"] <= saved[repo]:
+                    at = s.get(LogRow, (repo, witness["seq"]))  # behind the checkpoint: not replayed
+                    at_witness = at.hash if at else None
+                problem = witness and witness_problem(witness, state.repos[repo].next_seq - 1, at_witness, verifier.daemon_key)
+                if problem:
+                    raise LoncaError("integrity", f"the log of {repo}: {problem} (witness {self.config.witness_dir})")
+                self._check_store(repo, state, started)
                 rs = state.repos[repo]
                 if rs.next_seq - 1 - saved[repo] >= checkpoint.EVERY:
                     s.merge(checkpoint.row(state, rs))
                     s.commit()
                     saved[repo] = rs.next_seq - 1
+            gone = sorted(set(witnesses) - set(logged))
+            if gone:
+                raise LoncaError("integrity", f"the log of {gone[0]} is gone but its witness in {self.config.witness_dir} "
+                                              f"records seq {witnesses[gone[0]]['seq']}; restore the database from a backup")
             now = self.now_ms()
             for n in s.exec(select(NonceRow).where(NonceRow.expires_ms > now)):
                 state.nonces[n.nonce] = n.expires_ms
@@ -134,21 +196,24 @@ class Daemon:
                 log.exception("a checkpoint could not be saved")
                 self._checkpointed.update({r.repo: 0 for r in rows})
 
-    def _check_store(self, repo: str, state: State) -> None:
+    def _check_store(self, repo: str, state: State, started: float | None) -> None:
         """The store exists, and trunk's ref names what the last integration logged: a crash
-        between the entry and the ref is repaired from the log, the truth."""
+        between the entry and the ref is repaired from the log, the truth. At start, a lock of
+        the ref older than the worker that no process holds is a leftover of a kill: removed."""
         path = self.config.store_path(repo)
         if not path.exists():
             raise LoncaError("integrity", f"the git store of {repo} is missing at {path}")
+        if started is not None and not gitstore.clear_stale_trunk_lock(path, started):
+            raise LoncaError("git", f"trunk's ref of {repo} is locked by a running process ({gitstore.trunk_lock(path)}); "
+                                    "let it finish (or stop it) and start the worker again")
         store = gitstore.open_store(path)
         want = state.repos[repo].trunk
         if gitstore.trunk(store) != want:
             log.warning("%s: trunk's ref was not the last integration's; set back to %s", repo, want)
-            store.references.create(gitstore.TRUNK_REF, pygit2.Oid(hex=want), force=True)
-
-    def _reload(self) -> None:
-        log.error("a log commit failed; replaying the logs to get back to what is durable")
-        self._replay()
+            try:
+                gitstore.move_trunk(store, path, want)
+            except pygit2.GitError as e:
+                raise LoncaError("git", f"trunk's ref of {repo} cannot be set back to {want}: {e}") from None
 
     def policy_text(self, repo: str, commit_id: str) -> str | None:
         """lonca.toml of a commit in the repository's store, None when absent."""
@@ -193,6 +258,14 @@ class Daemon:
         of stale signatures."""
         while True:
             await asyncio.sleep(self.config.limits.token_sweep_s)
+            if self.db_lock is not None:
+                try:
+                    await asyncio.to_thread(self.db_lock.keep)
+                except LoncaError as e:
+                    log.error("%s", e.message)
+                    self._fatal("database lock")
+                    await self.stopping.wait()
+                    return  # the stop cancels this task first
             now = self.now_ms()
             self.state.forget_spent_nonces(now)
             self.told = {k: told for k, told in self.told.items() if self._live(*k)}
@@ -207,7 +280,10 @@ class Daemon:
             if gone:
                 for h in gone:
                     self.tokens.rows.pop(h, None)
-                await self._delete_tokens(gone)
+                try:
+                    await self._delete_tokens(gone)
+                except LoncaError:
+                    pass  # logged by on_db; the rows are deleted at a later sweep or ignored as expired
 
     def _live(self, repo: str, session: str) -> bool:
         rs = self.state.repo(repo)
@@ -234,7 +310,7 @@ class Daemon:
             params = req.get("params", {})
             if not isinstance(params, dict):
                 raise LoncaError("invalid", "params is an object ({} when the method has none)")
-            if not m.writes and self.log.dirty:
+            if not m.writes and self.log.dirty and m.name != "ping":  # ping reads no state: it answers in an outage
                 await self.log.settled()  # a reader answers from durable state only
             who, repo = auth.check(m.credential, m.name, req, self.tokens, self.state, self.now_ms())
             if rate_limited(m, who):
@@ -250,6 +326,7 @@ class Daemon:
             return {"id": rid, "ok": False, "error": {"code": "internal", "message": "the daemon failed on this request; see its log"}}
 
     async def stop(self) -> None:
+        """Bounded: the running checks are killed, connections closed, the last batch committed."""
         self._sweeper.cancel()
         await self.queue.stop()
         await self.server.close()
@@ -258,16 +335,24 @@ class Daemon:
         await self.log.stop()
         self.warmer.close()
         self.engine.dispose()
+        if self.db_lock is not None:
+            self.db_lock.release()
 
 
 async def serve(config: Config, ready=None) -> None:
+    """Until SIGINT or SIGTERM, or a background task fails (then `internal`: a non-zero exit)."""
     daemon = Daemon(config)
     await daemon.start()
     if ready:
         ready(daemon)
-    stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    await stop.wait()
-    await daemon.stop()
+        loop.add_signal_handler(sig, daemon.stopping.set)
+    await daemon.stopping.wait()
+    try:
+        await asyncio.wait_for(daemon.stop(), STOP_S)
+    except asyncio.TimeoutError:
+        log.error("the worker did not stop within %.0f s; it exits anyway", STOP_S)
+    if daemon.failed:
+        raise LoncaError("internal", f"the worker's {daemon.failed} failed (the lines above say why) and the worker "
+                                     "stopped; start it again (`lonca up` or your service manager does)")

@@ -1,7 +1,10 @@
 """One bare git store per repository, with pygit2: creating trunk, importing a branch, reading
 trees and blobs."""
 import base64
+import logging
+import os
 import shutil
+import time
 from pathlib import Path
 
 import pygit2
@@ -9,6 +12,8 @@ import pygit2
 from lonca.protocol import LoncaError
 
 TRUNK_REF = "refs/heads/main"
+LOCK_GRACE_S = 5.0  # a lock this young may be one a live writer is about to open
+log = logging.getLogger("lonca.daemon")
 DAEMON_SIG = ("Lonca", "daemon@lonca.invalid")
 
 _MODES = {
@@ -108,3 +113,55 @@ def with_contents(repo: pygit2.Repository, files: list[dict]) -> list[dict]:
 
 def b64_size(n: int) -> int:
     return -(-n // 3) * 4
+
+
+# -- the lock file of trunk's ref ----------------------------------------------------------------
+# libgit2 (and git) update a ref by writing `<ref>.lock` and renaming it over the ref. A process
+# killed in between leaves the lock behind, and every later update of the ref fails. A lock that
+# no process holds open and that is older than `LOCK_GRACE_S` (at start: than the worker) is such
+# a leftover and is removed.
+
+def trunk_lock(path: Path) -> Path:
+    return path / (TRUNK_REF + ".lock")
+
+
+def clear_stale_trunk_lock(path: Path, older_than: float | None = None) -> bool:
+    """Remove a leftover lock of trunk's ref in the store at `path`; True when trunk's ref can be
+    updated now (no lock, or a stale one removed), False while a live process holds it."""
+    lock = trunk_lock(path)
+    try:
+        mtime = lock.stat().st_mtime
+    except FileNotFoundError:
+        return True
+    limit = older_than if older_than is not None else time.time() - LOCK_GRACE_S
+    if mtime >= limit or _held_open(lock):
+        return False
+    lock.unlink(missing_ok=True)
+    log.warning("removed a stale lock of trunk's ref, %s, left by a process that ended while updating it", lock)
+    return True
+
+
+def _held_open(path: Path) -> bool:
+    """Whether any process we can see has `path` open (/proc/<pid>/fd)."""
+    target = str(path.resolve())
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                if os.readlink(f"/proc/{pid}/fd/{fd}") == target:
+                    return True
+            except OSError:
+                continue
+    return False
+
+
+def move_trunk(repo: pygit2.Repository, path: Path, commit: str) -> None:
+    """Point trunk's ref at `commit`, removing a stale lock of it first; GitError when a live
+    process holds the lock."""
+    clear_stale_trunk_lock(path)
+    repo.references.create(TRUNK_REF, pygit2.Oid(hex=commit), force=True)

@@ -3,25 +3,45 @@
 Requests queue a `decide` callable; the writer runs them one after the other against the state
 (so every decision sees every entry before it), turns each into a signed, chained entry, applies
 it, and commits the whole batch in one transaction before anyone is answered. While a batch
-commits, the next one gathers."""
+commits, the next one gathers.
+
+A commit that fails (the database went away, its file became read-only) leaves the state ahead
+of the log: its futures fail with `internal` naming the database, every reader waiting in
+`settled` is woken with the same answer, and the writer replays the durable logs (retried with
+backoff until the database answers again). Until that replay succeeds the writer is `broken`:
+writes and reads that would need the undone batch answer at once, instead of hanging."""
 import asyncio
 import json
+import logging
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from sqlalchemy import insert
 from sqlalchemy.engine import Engine
+from sqlalchemy.exc import SQLAlchemyError
 from sqlmodel import Session, SQLModel
 
+from lonca.audit import write_witness
 from lonca.canonical import canonical, sha256_hex
 from lonca.protocol import LOG_FORMAT, ZERO_HASH, LoncaError
 
 from .state import State
+from .supervision import supervise
 from .store import LogRow
 
 DAEMON = {"kind": "daemon"}
+log = logging.getLogger("lonca.log")
+RECOVER_BACKOFF_S = (0.1, 5.0)  # first and longest wait between replays while the database is away
+
+
+def db_cause(e: BaseException) -> str:
+    """One line about a database failure: the driver's error, without the SQL or its parameters."""
+    inner = getattr(e, "orig", None) or e
+    text = (str(inner).strip().splitlines() or [""])[0][:200]
+    return f"{type(inner).__name__}: {text}" if text else type(inner).__name__
 
 
 @dataclass
@@ -50,8 +70,11 @@ def deny(*reasons: str) -> dict:
 
 class LogWriter:
     def __init__(self, engine: Engine, key: Ed25519PrivateKey, state: State, now_ms: Callable[[], int],
-                 on_failure: Callable[[], None]):
+                 on_failure: Callable[[], None], witness: Path):
         self.engine = engine
+        self.witness = witness  # the folder of each log's head witness (lonca.audit)
+        self.db_name = engine.url.render_as_string(hide_password=True)
+        self.broken: str | None = None  # why the state is ahead of the log, until a replay succeeds
         self.key = key
         self.state = state
         self.now_ms = now_ms
@@ -67,21 +90,35 @@ class LogWriter:
         self._db = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lonca-log")
         self._task: asyncio.Task | None = None
 
-    def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._run())
+    def start(self, on_fatal) -> None:
+        self._task = supervise("log writer", self._run(), on_fatal)
 
     async def stop(self) -> None:
         if self._task:
             self._task.cancel()
         self._db.shutdown(wait=True)
 
+    def down(self, cause: str | None = None) -> LoncaError:
+        """The answer while the database fails."""
+        return LoncaError("internal", f"the database {self.db_name} failed ({cause or self.broken}); nothing more was "
+                                      "written. The worker reconnects by itself: send the request again shortly "
+                                      "(read the log first if it was a write: it may have been committed)")
+
     async def on_db(self, fn):
-        """Run `fn` on the database thread, after the commits queued before it."""
-        return await asyncio.get_running_loop().run_in_executor(self._db, fn)
+        """Run `fn` on the database thread, after the commits queued before it; a database
+        failure is logged (its cause) and answered as `down`."""
+        try:
+            return await asyncio.get_running_loop().run_in_executor(self._db, fn)
+        except SQLAlchemyError as e:
+            cause = db_cause(e)
+            log.error("the database %s failed: %s", self.db_name, cause)
+            raise self.down(cause) from None
 
     async def append(self, repo: str, decide: Callable[[], Draft]) -> dict:
         """Decide and log; returns {"seq", "decision", **the draft's result}. A LoncaError raised
         by `decide` is the answer and nothing is logged."""
+        if self.broken:
+            raise self.down()
         fut = asyncio.get_running_loop().create_future()
         self._pending.append((repo, decide, fut))
         self._wake.set()
@@ -100,58 +137,101 @@ class LogWriter:
         return self._durable < self._applied
 
     async def settled(self) -> None:
-        """Until every entry applied so far is durable (at most the batch being committed)."""
+        """Until every entry applied so far is durable (at most the batch being committed);
+        `down` when that batch failed and the state is not the log's yet."""
         target = self._applied
         if self._durable >= target:
             return
         async with self._appended:
-            await self._appended.wait_for(lambda: self._durable >= target)
+            await self._appended.wait_for(lambda: self._durable >= target or self.broken)
+        if self._durable < target:
+            raise self.down()
 
     async def _run(self) -> None:
-        loop = asyncio.get_running_loop()
         while True:
             await self._wake.wait()
             self._wake.clear()
-            batch, self._pending = self._pending, []
-            entries: list[dict] = []
-            rows: list[SQLModel] = []
-            answers: list[tuple[asyncio.Future, dict]] = []
-            for repo, decide, fut in batch:
-                try:
-                    draft = decide()
-                    row, entry = self._entry(repo, draft)
-                except LoncaError as e:
-                    fut.set_exception(e)
-                    continue
-                except Exception as e:  # a bug in a decision must not stop the writer
-                    fut.set_exception(LoncaError("internal", f"the daemon failed to decide: {type(e).__name__}"))
-                    continue
-                entries.append(row)
-                rows.extend(draft.rows)
-                answer = {"seq": entry["seq"], "decision": entry["decision"]}
+            await self._write_batch()
+
+    async def _write_batch(self) -> None:
+        loop = asyncio.get_running_loop()
+        batch, self._pending = self._pending, []
+        entries: list[dict] = []
+        rows: list[SQLModel] = []
+        answers: list[tuple[asyncio.Future, dict]] = []
+        for repo, decide, fut in batch:
+            try:
+                draft = decide()
+                row, entry = self._entry(repo, draft)
+            except LoncaError as e:
+                fut.set_exception(e)
+                continue
+            except Exception as e:  # a bug in a decision must not stop the writer
+                log.exception("a decision for %s failed", repo)
+                fut.set_exception(LoncaError("internal", f"the daemon failed to decide: {type(e).__name__}"))
+                continue
+            entries.append(row)  # applied: it is committed with the batch whatever follows
+            rows.extend(draft.rows)
+            answer = {"seq": entry["seq"], "decision": entry["decision"]}
+            try:
                 if draft.result:
                     answer.update(draft.result(entry))
-                answers.append((fut, answer))
-            if not entries:
-                continue
-            try:
-                await loop.run_in_executor(self._db, self._commit, entries, rows)
             except Exception as e:
-                for fut, _ in answers:
-                    fut.set_exception(LoncaError("internal", f"the log could not be written ({type(e).__name__}); nothing was logged"))
-                # the state is the durable log's again: replayed on the database thread, so the
-                # event loop goes on answering meanwhile (the new state is swapped in at the end)
-                await loop.run_in_executor(self._db, self.on_failure)
-                self._durable = self._applied
-                continue
-            self._durable = self._applied
-            for e in entries:
-                self.durable_next[e["repo"]] = max(self.durable_next.get(e["repo"], 1), e["seq"] + 1)
-            for fut, answer in answers:
+                log.exception("the answer to a logged entry of %s failed", repo)
+                answer = LoncaError("internal", f"the entry was logged at seq {entry['seq']} but its answer failed: {type(e).__name__}")
+            answers.append((fut, answer))
+        if not entries:
+            return
+        try:
+            await loop.run_in_executor(self._db, self._commit, entries, rows)
+        except Exception as e:
+            self.broken = db_cause(e)
+            log.error("committing %d log entries to %s failed", len(entries), self.db_name, exc_info=True)
+            for fut, _ in answers:
                 if not fut.done():
-                    fut.set_result(answer)
+                    fut.set_exception(self.down())
+            await self._recover()
+            return
+        self._durable = self._applied
+        for e in entries:
+            self.durable_next[e["repo"]] = max(self.durable_next.get(e["repo"], 1), e["seq"] + 1)
+        for fut, answer in answers:
+            if fut.done():
+                continue
+            if isinstance(answer, LoncaError):
+                fut.set_exception(answer)
+            else:
+                fut.set_result(answer)
+        async with self._appended:
+            self._appended.notify_all()
+
+    async def _recover(self) -> None:
+        """Wake every waiter with `down`, then replay the durable logs on the database thread
+        (the event loop goes on answering meanwhile; the new state is swapped in at the end),
+        retried with backoff until the database answers."""
+        loop = asyncio.get_running_loop()
+        wait, longest = RECOVER_BACKOFF_S
+        while True:
+            for _, _, fut in self._pending:  # queued before the failure: refused like the rest
+                if not fut.done():
+                    fut.set_exception(self.down())
+            self._pending = []
             async with self._appended:
                 self._appended.notify_all()
+            try:
+                await loop.run_in_executor(self._db, self.on_failure)
+                break
+            except Exception as e:
+                self.broken = db_cause(e)
+                log.warning("replaying the logs from %s failed (%s); trying again in %.1f s", self.db_name, self.broken, wait)
+                await asyncio.sleep(wait)
+                wait = min(wait * 2, longest)
+        self.durable_next = {name: rs.next_seq for name, rs in self.state.repos.items()}
+        self._durable = self._applied
+        log.warning("the logs were replayed from %s: the worker writes again", self.db_name)
+        self.broken = None
+        async with self._appended:
+            self._appended.notify_all()
 
     def _entry(self, repo: str, d: Draft) -> tuple[dict, dict]:
         rs = self.state.repo(repo)
@@ -174,6 +254,12 @@ class LogWriter:
             for row in rows:
                 s.merge(row)
             s.commit()
+        heads = {e["repo"]: e for e in entries}  # the last of each repository's in this batch
+        try:
+            for repo, e in heads.items():
+                write_witness(self.witness, repo, e["seq"], e["hash"], e["sig"])
+        except OSError as e:  # the entries are durable: a stale witness is behind the log, which it allows
+            log.error("the witness of the logs in %s could not be written: %s", self.witness, e)
 
 
 def entry_json(row: LogRow) -> dict:

@@ -1,17 +1,26 @@
 """The worker's merge queue: drains each repository's queue in the background (woken by a
 proposal or an approval, and every two seconds anyway), integrates with `lonca.queue`, runs the
 checks the policy owes, and logs `change.integrate` / `change.integrate_batch`. Trunk's ref moves
-only after the entry is durable; at start it is repaired from the log (see Daemon._check_store)."""
+only after the entry is durable; at start it is repaired from the log (see Daemon._check_store),
+and on every wake when a move failed (a stale `main.lock`, see gitstore). An integration is not
+logged while a live process holds trunk's lock: it would be acknowledged with a ref that cannot move.
+
+At a shutdown the running checks' groups are killed (`kill_running`) so the worker stops in
+seconds, not after the check's time limit."""
 import asyncio
 import logging
 
 import pygit2
 
+from lonca.protocol import LoncaError
 from lonca.queue import CheckSpec, QueuedChange, Verdict, attestation, reasons, run_batch, store_log, verify_tree
+from lonca.queue.checks import kill_running
 
-from .gitstore import DAEMON_SIG, TRUNK_REF
+from . import gitstore
+from .gitstore import DAEMON_SIG
 from .log import DAEMON, Draft, allow, deny
 from .state import RepoState
+from .supervision import supervise
 
 log = logging.getLogger("lonca.queue")
 MAX_OUTPUT = 1024 * 1024  # byte cap on each of a check's stdout and stderr
@@ -23,12 +32,14 @@ class QueueRunner:
         self.wake = asyncio.Event()
         self._task: asyncio.Task | None = None
 
-    def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._run())
+    def start(self, on_fatal) -> None:
+        self._task = supervise("merge queue", self._run(), on_fatal)
 
     async def stop(self) -> None:
         if self._task:
             self._task.cancel()
+        if kill_running():
+            log.info("the running checks were killed: the worker is stopping")
 
     async def _run(self) -> None:
         while True:
@@ -39,8 +50,12 @@ class QueueRunner:
             self.wake.clear()
             for rs in list(self.d.state.repos.values()):
                 try:
+                    self._repair_trunk(rs)
                     while rs.queue and not rs.frozen:
                         await self._drain_once(rs)
+                except LoncaError as e:  # the log is not writable now (the database is away)
+                    log.warning("the queue of %s waits: %s", rs.name, e.message)
+                    await asyncio.sleep(1)
                 except Exception:
                     log.exception("the queue of %s failed; it is tried again on the next wake", rs.name)
                     await asyncio.sleep(1)
@@ -92,6 +107,10 @@ class QueueRunner:
         return Verdict(ok=not why, reasons=why, detail=attestations)
 
     async def _land(self, rs: RepoState, trunk_before: str, landed: list[tuple[QueuedChange, str]], attestations: list[dict]) -> None:
+        if not gitstore.clear_stale_trunk_lock(self.d.config.store_path(rs.name)):
+            log.warning("%s: trunk's ref is locked by a running process; the integration waits for the next wake", rs.name)
+            return
+
         def decide() -> Draft:
             if rs.trunk != trunk_before or any(rs.changes[q.change].status["status"] != "queued" for q, _ in landed):
                 raise _Moved()
@@ -120,7 +139,17 @@ class QueueRunner:
             pass
 
     def move_trunk(self, repo: str, commit: str) -> None:
-        self.d.store(repo).references.create(TRUNK_REF, pygit2.Oid(hex=commit), force=True)
+        """After the entry is durable; a failure is logged and repaired on the next wake."""
+        try:
+            gitstore.move_trunk(self.d.store(repo), self.d.config.store_path(repo), commit)
+        except pygit2.GitError as e:
+            log.error("%s: trunk's ref could not move to %s (%s); tried again on the next wake", repo, commit, e)
+
+    def _repair_trunk(self, rs: RepoState) -> None:
+        """Trunk's ref names what the log last integrated (durably: never during a commit)."""
+        if not self.d.log.dirty and gitstore.trunk(self.d.store(rs.name)) != rs.trunk:
+            log.warning("%s: trunk's ref was behind the log; moved to %s", rs.name, rs.trunk)
+            self.move_trunk(rs.name, rs.trunk)
 
 
 class _Moved(Exception):

@@ -2,9 +2,12 @@
 connections and time. It knows nothing of methods: each request goes to `handle`, answered in order.
 """
 import asyncio
+import errno
 import json
+import logging
 import os
 import re
+import resource
 import socket
 import struct
 import time
@@ -12,9 +15,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Awaitable, Callable
 
-from lonca.protocol import BIG_METHODS
+from lonca.protocol import BIG_METHODS, LoncaError
 
 from .config import Limits
+
+log = logging.getLogger("lonca.server")
+BACKLOG = 4096  # the kernel caps it at net.core.somaxconn; a burst of connects waits, not fails
+FD_RESERVE = 96  # descriptors kept for the database, git stores, checks' pipes and the log
+ACCEPT_LOG_S = 10.0  # at most one line per this about accepts failing for want of descriptors
+ACCEPT_EVICT = 8  # connections evicted per failed accept: asyncio tries again only a second later
 
 METHOD_RE = re.compile(rb'"method"\s*:\s*"([^"\\]{1,64})"')
 ID_RE = re.compile(rb'^\s*\{\s*"id"\s*:\s*(-?\d{1,18}|"[^"\\]{0,128}")')
@@ -48,6 +57,21 @@ def error_line(rid, code: str, message: str) -> bytes:
     return json.dumps({"id": rid, "ok": False, "error": {"code": code, "message": message}}).encode() + b"\n"
 
 
+def _answers(path: Path) -> bool:
+    """Whether a process listens on the socket at `path` (a full backlog counts: it is alive)."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(1.0)
+    try:
+        s.connect(str(path))
+        return True
+    except (ConnectionRefusedError, FileNotFoundError):
+        return False
+    except OSError:
+        return True
+    finally:
+        s.close()
+
+
 def _guess_id(head: bytes):
     m = ID_RE.match(head)
     if not m:
@@ -78,20 +102,76 @@ class SocketServer:
         self._next_id = 0
         self._big_held = 0
         self._server: asyncio.base_events.Server | None = None
+        self._inode: int | None = None  # of the socket file this server bound
+        self._accept_failures = 0
+        self._accept_logged = 0.0
 
     async def start(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        if self.path.parent.stat().st_uid == os.getuid():
-            os.chmod(self.path.parent, 0o700)
+        parent = self.path.parent
+        if not parent.exists():
+            # private when the worker makes it; a folder it did not make is never chmod-ed (the
+            # socket itself is 0600 and peers are checked by uid)
+            parent.mkdir(parents=True, mode=0o700)
+            os.chmod(parent, 0o700)
+        self._fit_to_descriptors()
         if self.path.is_socket() or self.path.is_symlink():
-            self.path.unlink()
+            if _answers(self.path):
+                raise LoncaError("busy", f"another worker serves {self.path}; stop it first, or set LONCA_SOCKET "
+                                         "to a path of this worker's own")
+            self.path.unlink()  # a leftover of a worker that ended without closing it
         old = os.umask(0o177)
         try:
-            self._server = await asyncio.start_unix_server(self._serve, path=str(self.path), limit=CHUNK)
+            self._server = await asyncio.start_unix_server(self._serve, path=str(self.path), limit=CHUNK, backlog=BACKLOG)
         finally:
             os.umask(old)
         os.chmod(self.path, 0o600)
-        self._watchdog = asyncio.get_running_loop().create_task(self._watch())
+        self._inode = self.path.stat().st_ino
+        loop = asyncio.get_running_loop()
+        self._default_handler = loop.get_exception_handler()
+        loop.set_exception_handler(self._loop_exception)
+        self._watchdog = loop.create_task(self._watch())
+
+    def _fit_to_descriptors(self) -> None:
+        """The connection caps fit the descriptor limit (seed: "less when it has few file
+        descriptors"), keeping FD_RESERVE for the rest of the worker."""
+        soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if soft == resource.RLIM_INFINITY:
+            return
+        room = max(8, soft - FD_RESERVE)
+        if room < self.limits.max_conns:
+            log.warning("%d file descriptors allow %d connections (not %d); raise `ulimit -n` for more",
+                        soft, room, self.limits.max_conns)
+            self.limits.max_conns = room
+        self.limits.max_conns_per_uid = min(self.limits.max_conns_per_uid, self.limits.max_conns)
+
+    def _loop_exception(self, loop, context: dict) -> None:
+        """asyncio reports an accept that failed for want of descriptors with a traceback, once
+        per attempt: the quietest connections are evicted instead, and one line is logged at most
+        every ACCEPT_LOG_S."""
+        e = context.get("exception")
+        if (str(context.get("message", "")).startswith("socket.accept()") and isinstance(e, OSError)
+                and e.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)):
+            self._accept_failures += 1
+            for _ in range(ACCEPT_EVICT):
+                self._evict_quietest()
+            now = time.monotonic()
+            if now - self._accept_logged >= ACCEPT_LOG_S:
+                log.warning("accepting a connection failed %d times: %s; the quietest connections are evicted",
+                            self._accept_failures, os.strerror(e.errno))
+                self._accept_logged, self._accept_failures = now, 0
+            return
+        if self._default_handler:
+            self._default_handler(loop, context)
+        else:
+            loop.default_exception_handler(context)
+
+    def _evict_quietest(self) -> None:
+        quiet = [c for c in self._conns.values() if not c.answering and not c.closing]
+        if quiet:
+            self._close_with(min(quiet, key=lambda c: c.last_active), "closed",
+                             "the daemon is out of file descriptors and this connection was the quietest; "
+                             "open a new connection and send the request again")
+            self.refused["evicted"] += 1
 
     async def close(self) -> None:
         if self._server:
@@ -100,8 +180,12 @@ class SocketServer:
             for conn in list(self._conns.values()):
                 conn.writer.close()
             await self._server.wait_closed()
-        if self.path.is_socket():
-            self.path.unlink()
+        # only the socket this server bound: another worker's, bound over it since, is theirs
+        try:
+            if self._inode is not None and self.path.stat().st_ino == self._inode:
+                self.path.unlink()
+        except FileNotFoundError:
+            pass
 
     # -- connection admission -------------------------------------------------------------
 

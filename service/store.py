@@ -1,8 +1,14 @@
 """The database (SQLModel): SQLite in WAL mode by default, PostgreSQL when LONCA_DATABASE_URL names
 one. Only the worker opens it. The log is the truth; the other tables hold what the log must not
 (token hashes, used nonces, prepared operations)."""
+import json
+import os
+from pathlib import Path
+
 from sqlalchemy import BigInteger, event
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Engine, make_url
+
+from lonca.protocol import LoncaError
 from sqlmodel import Field, SQLModel, Session, create_engine, select
 
 
@@ -56,7 +62,9 @@ def open_engine(url: str) -> Engine:
         engine = create_engine(url, connect_args={"check_same_thread": False})
         event.listen(engine, "connect", _sqlite_pragmas)
     else:
-        engine = create_engine(url, pool_pre_ping=True)
+        # a database that does not answer (not one that refuses) fails a connect in seconds, so
+        # requests during an outage are answered instead of waiting on TCP
+        engine = create_engine(url, pool_pre_ping=True, connect_args={"connect_timeout": 5})
     SQLModel.metadata.create_all(engine)
     return engine
 
@@ -72,6 +80,35 @@ def read_log(engine: Engine, repo: str, start: int = 1, limit: int | None = None
         if limit is not None:
             q = q.limit(limit)
         return list(s.exec(q))
+
+
+
+def sqlite_file(url: str) -> Path | None:
+    """The file of a SQLite URL, None for another engine or an in-memory database."""
+    u = make_url(url)
+    return Path(u.database) if u.get_backend_name() == "sqlite" and u.database not in (None, "", ":memory:") else None
+
+
+def check_writable(url: str) -> None:
+    """A SQLite file the worker cannot write is refused at start, not at the first write (WAL
+    also needs to create files beside it). A file without its owner's write bit counts as
+    read-only even for root, who could write it: someone made it so on purpose."""
+    path = sqlite_file(url)
+    if path is None:
+        return
+    if path.exists() and (not os.access(path, os.R_OK | os.W_OK) or not path.stat().st_mode & 0o200):
+        raise LoncaError("internal", f"the database file {path} is not writable by this user; make it writable "
+                                     f"(chmod u+rw {path}) and start the worker again")
+    if not os.access(path.parent, os.W_OK | os.X_OK):
+        raise LoncaError("internal", f"the folder of the database, {path.parent}, is not writable by this user "
+                                     "(SQLite writes its journal beside the file); make it writable and start again")
+
+
+def daemon_keys_in_log(engine: Engine) -> dict[str, str]:
+    """repo -> the daemon key its repo.init (seq 1) names: the key that signs its log."""
+    with Session(engine) as s:
+        rows = s.exec(select(LogRow).where(LogRow.seq == 1))
+        return {r.repo: json.loads(r.entry)["op"].get("daemon_key", "") for r in rows}
 
 
 class CheckpointRow(SQLModel, table=True):

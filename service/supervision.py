@@ -1,0 +1,26 @@
+"""The worker's background tasks under supervision.
+
+A task that ends by an exception is logged with its traceback and stops the worker, which then
+exits non-zero so that `lonca up`, systemd or a test sees it, instead of a worker that stays up
+answering nothing. Tasks retry themselves, with backoff, what they expect to fail (the database
+going away, one repository's queue); what reaches the supervisor is a bug."""
+import asyncio
+import logging
+from typing import Callable, Coroutine
+
+log = logging.getLogger("lonca.daemon")
+
+
+def supervise(name: str, coro: Coroutine, on_fatal: Callable[[str], None]) -> asyncio.Task:
+    async def run():
+        try:
+            await coro
+        except asyncio.CancelledError:
+            raise
+        except BaseException:
+            log.exception("the worker's %s failed; the worker stops", name)
+            on_fatal(name)
+        else:
+            log.error("the worker's %s ended; the worker stops", name)
+            on_fatal(name)
+    return asyncio.get_running_loop().create_task(run(), name=f"lonca {name}")
