@@ -13,7 +13,7 @@ from lonca.audit import ChainVerifier
 from lonca.protocol import LoncaError
 from lonca.symbols import SymbolCache
 
-from . import auth, daemonkey, gitstore
+from . import auth, daemonkey, gitstore, schemas
 from . import (change_methods, event_methods, human_methods, key_methods, lease_methods,  # noqa: F401
                read_methods, review_methods, security_methods, session_methods, trunk_methods)  # (they fill the method table)
 from . import symbol_methods  # noqa: F401  (fills the method table)
@@ -194,14 +194,11 @@ class Daemon:
         try:
             if m is None:
                 raise LoncaError("unknown_method", f"{req['method']!r} is not a method of protocol 1")
-            params = req.get("params", {})
-            if not isinstance(params, dict):
-                raise LoncaError("invalid", "params is an object ({} when the method has none)")
             if not m.writes and self.log.dirty:
                 await self.log.settled()  # a reader answers from durable state only
             who, repo = auth.check(m.credential, m.name, req, self.tokens, self.state, self.now_ms())
-            token = req.get("token")
-            result = await m.fn(Call(self, peer, m.name, params, repo, who, token))
+            schemas.check(m.name, req["params"])  # the request is already strict I-JSON (wire_json)
+            result = await m.fn(Call(self, peer, m.name, req["params"], repo, who, req.get("token")))
             return {"id": rid, "ok": True, "result": result}
         except LoncaError as e:
             security_methods.note(peer, req, e)
