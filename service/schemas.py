@@ -222,13 +222,16 @@ SESSION_START = Obj({"session": NAME, "agent": Str(NAME_MAX, 1), "model": Str(NA
                      "task": Str(TEXT_MAX, nullable=True), "scope": Obj(SCOPE.fields, nullable=True, what=SCOPE.what),
                      "expires_ms": TIME, "harness": Str(64, nullable=True)},
                     frozenset({"session", "agent", "expires_ms"}))
-# The operations human.submit takes (human_methods.SUBMIT_OPS; a test keeps both equal).
+# The operations human.submit takes (human_methods.SUBMIT_OPS, key_methods; a test keeps both equal).
 SUBMIT_OPS = Tagged("op", {
     "session.start": SESSION_START,
     "approve": Obj({"target_seq": Int(1), "note": Str(TEXT_MAX, nullable=True), "checks": Arr(Str(NAME_MAX), nullable=True)},
                    frozenset({"target_seq"})),
     "reject": Obj({"target_seq": Int(1), "reason": Str(TEXT_MAX)}, frozenset({"target_seq", "reason"})),
     "policy.update": Obj({"policy": GIT_ID}, frozenset({"policy"})),
+    "human.enroll": Obj({"human": NAME, "key": HUMAN_KEY}, frozenset({"human", "key"})),
+    "freeze": Obj({"reason": TEXT}, frozenset({"reason"})),
+    "unfreeze": Obj({"reason": TEXT}, frozenset({"reason"})),
 })
 REPO_INIT_OP = Tagged("op", {"repo.init": Obj(
     {"repo": NAME, "daemon_key": HEX, "human": NAME, "human_key": HUMAN_KEY, "policy": GIT_ID, "trunk": GIT_ID,
