@@ -1,6 +1,5 @@
 """The method table: every method with the credential it requires (seed 001, "Credentials").
 docs/decisions.md, "Daemon authentication", lists the same table; a test keeps both equal."""
-import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Awaitable, Callable
 
@@ -51,35 +50,3 @@ def method(name: str, credential: str, writes: bool = False):
         METHODS[name] = Method(name, credential, fn, writes)
         return fn
     return register
-
-
-def params_of(call: Call, allowed: set[str], required: set[str] = frozenset()) -> dict:
-    """The params, refusing unknown and missing names (the seed is strict about shapes)."""
-    p = call.params
-    unknown = sorted(set(p) - allowed)
-    if unknown:
-        raise LoncaError("invalid", f"{call.method} takes no parameter {', '.join(unknown)}; it takes {', '.join(sorted(allowed)) or 'none'}")
-    missing = sorted(n for n in required if p.get(n) is None)
-    if missing:
-        raise LoncaError("invalid", f"{call.method} needs {', '.join(missing)}")
-    return p
-
-
-def expect(value, typ, name: str, *, nullable: bool = False):
-    if value is None and nullable:
-        return None
-    if not isinstance(value, typ) or (typ is int and isinstance(value, bool)):
-        kind = {str: "a string", int: "an integer", dict: "an object", list: "an array", bool: "a boolean"}.get(typ, str(typ))
-        raise LoncaError("invalid", f"{name} must be {kind}{' or null' if nullable else ''}")
-    return value
-
-
-_ID_RE = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
-
-
-def expect_id(value, name: str, what: str) -> str:
-    """A human's name, a session id, a lease set id: letters, digits, '.', '_' and '-', at most 64."""
-    value = expect(value, str, name)
-    if not _ID_RE.match(value):
-        raise LoncaError("invalid", f"{what} is letters, digits, '.', '_' and '-', at most 64")
-    return value

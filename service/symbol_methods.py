@@ -7,7 +7,7 @@ import pygit2
 from lonca.protocol import LoncaError
 
 from . import gitstore
-from .methods import Call, expect, method, params_of
+from .methods import Call, method
 
 
 def symbol_json(s) -> dict:
@@ -17,10 +17,10 @@ def symbol_json(s) -> dict:
 
 @method("symbols", "read")
 async def symbols(call: Call) -> dict:
-    p = params_of(call, {"path", "commit"}, {"path"})
+    p = call.params
     rs = call.repo_state()
-    path = expect(p["path"], str, "path")
-    commit = expect(p.get("commit"), str, "commit", nullable=True) or rs.trunk
+    path = p["path"]
+    commit = p.get("commit") or rs.trunk
     store = call.daemon.store(rs.name)
 
     def entry() -> pygit2.Object:
