@@ -163,6 +163,7 @@ RAW = {
     "token": b'"lonca_0123456789abcdef0123456789abcdef"', "htoken": b'"see lonca_h_00112233445566778899aabb"',
 }
 WHOLE = ("bom", "utf16", "utf32", "utf16be", "dupid", "extra")
+MUTATIONS = sorted(RAW) + list(WHOLE)
 
 
 def mangle(text: str, how: str) -> bytes:
@@ -194,7 +195,9 @@ def tame(method: str, params):
 
 @st.composite
 def request(draw, target: dict, raw: bool):
-    """(line bytes, id, method) for one request; `raw` lines carry a mutation strict JSON refuses."""
+    """[(line bytes, id, method)] for one request, mutated in its params and envelope, with two
+    credentials; `raw`: the request fits, and comes back as one line per mutation in MUTATIONS,
+    each refused by strict JSON."""
     method = draw(st.sampled_from(sorted(METHODS)))
     params = draw(params_of(method, target))
     if not raw and draw(st.integers(0, 2)):
@@ -202,7 +205,8 @@ def request(draw, target: dict, raw: bool):
     params = tame(method, params)
     rid = draw(st.integers(1, 2**40))
     req = {"id": rid, "method": method, "params": params}
-    token = choose_token(method, draw(st.sampled_from(["human", "agent", "agent", "none", "fake"])), target)
+    picks = draw(st.permutations(["human", "agent", "none", "fake"]))
+    token = choose_token(method, picks[0], target)
     if token is not None:
         req["token"] = token
     repo = draw(st.sampled_from(["demo", "demo", None, "nope"]))
@@ -212,15 +216,15 @@ def request(draw, target: dict, raw: bool):
         envelope = draw(st.sampled_from(["ok"] * 12 + ["method", "params", "id", "repo", "token"]))
         if envelope != "ok":
             req[envelope] = draw(JUNK if envelope != "method" else st.one_of(JUNK, st.text(max_size=70)))
-        return json.dumps(req).encode().replace(b"\n", b" "), req["id"], method
-    how = draw(st.sampled_from(sorted(RAW) + list(WHOLE)))
-    if isinstance(params, dict) and params and how not in WHOLE:
-        path = draw(st.sampled_from(sorted(params)))
-        params[path] = HOLE
+        # sent twice: with two credentials, one request reaches two paths of the method
+        again = {**req, "token": choose_token(method, picks[1], target)} if envelope != "token" else req
+        return [(json.dumps(r).encode().replace(b"\n", b" "), r["id"], method) for r in (req, again)]
+    if isinstance(params, dict) and params:
+        params[draw(st.sampled_from(sorted(params)))] = HOLE
     else:
-        req["params"] = {**(params if isinstance(params, dict) else {}), "x": HOLE}
-    line = mangle(json.dumps(req), how).replace(b"\n", b" ")
-    return line, rid, method
+        req["params"] = {"x": HOLE}
+    text = json.dumps(req)
+    return [(mangle(text, how).replace(b"\n", b" "), rid, method) for how in MUTATIONS]
 
 
 # -- sending ---------------------------------------------------------------------------------------
@@ -297,20 +301,27 @@ def check_batch(target: dict, results: list[tuple], start_seq: int) -> None:
     assert not leaked, leaked
 
 
-FUZZ = settings(max_examples=max(1, LINES // BATCH // 2), deadline=None, derandomize=False,
-                phases=[Phase.generate], suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
-                                             HealthCheck.filter_too_much, HealthCheck.large_base_example])
+def fuzz_settings(lines_per_example: int):
+    """Half the run's lines for each of the two tests below."""
+    return settings(max_examples=max(1, -(-LINES // 2 // lines_per_example)), deadline=None, phases=[Phase.generate],
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                           HealthCheck.filter_too_much, HealthCheck.large_base_example])
+
+
+RAW_REQUESTS = 4  # each sent once per mutation
 
 
 def test_refused_lines_change_nothing(target):
     """Raw mutations of fitting requests, with real tokens: each is refused `invalid` (or
     too_large), and the log's seq and head stay where they were."""
     before = human_call(target, "status", {})
+    sent = []
 
-    @FUZZ
-    @given(st.lists(request(target, raw=True), min_size=BATCH, max_size=BATCH))
+    @fuzz_settings(RAW_REQUESTS * len(MUTATIONS))
+    @given(st.lists(request(target, raw=True), min_size=RAW_REQUESTS, max_size=RAW_REQUESTS))
     def fuzz(reqs):
-        results = run(target, reqs)
+        results = run(target, [line for variants in reqs for line in variants])
+        sent.append(len(results))
         wrong = [(line[:200], a) for (line, _r, _m), a in results
                  if a["ok"] or a["error"]["code"] not in ("invalid", "too_large")]
         assert not wrong, wrong[:5]
@@ -318,19 +329,23 @@ def test_refused_lines_change_nothing(target):
     fuzz()
     after = human_call(target, "status", {})
     assert (after["next_seq"], after["head_hash"]) == (before["next_seq"], before["head_hash"])
+    assert sum(sent) >= LINES // 2
 
 
 def test_grammar_fuzz(target):
     """Requests of every method, their params built from its schema and mutated at every level:
     answers, never `internal`, and only accepted writes reach the log."""
     state = {"seq": human_call(target, "status", {})["next_seq"]}
+    sent = []
 
-    @FUZZ
+    @fuzz_settings(2 * BATCH)
     @given(st.lists(request(target, raw=False), min_size=BATCH, max_size=BATCH))
     def fuzz(reqs):
-        results = run(target, reqs)
+        results = run(target, [line for pair in reqs for line in pair])
+        sent.append(len(results))
         check_batch(target, results, state["seq"])
         state["seq"] = human_call(target, "status", {})["next_seq"]
     fuzz()
+    assert sum(sent) >= LINES // 2
     # the agent's session and the human's are still there: the fuzzer reached authenticated paths
     assert human_call(target, "whoami", {})["human"] == "alice"
