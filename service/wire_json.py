@@ -9,12 +9,15 @@ refused with a message, as `invalid`, before the request reaches a method.
 import json
 import re
 
+from lonca.protocol import REPO_NAME_MAX
+
 MAX_DEPTH = 64  # objects and arrays; the deepest shape of the protocol is far less
 INT_LIMIT = 2**53 - 1  # I-JSON: integers an IEEE double holds exactly
 _INT_DIGITS = len(str(INT_LIMIT))
 ID_MAX = 128  # characters of a string id, echoed in the answer
 METHOD_MAX = 64
 ENVELOPE = frozenset({"id", "method", "params", "repo", "token"})
+REPO_RE = re.compile(r"[A-Za-z0-9._-]{1,%d}" % REPO_NAME_MAX)
 _SURROGATE = re.compile("[\ud800-\udfff]")
 # A session token is lonca_ or lonca_h_ and 64 hex digits; a run of 16 is enough to be one, or a
 # piece of one, that must not reach an error message or the signed log.
@@ -122,10 +125,10 @@ def decode_request(line: bytes) -> dict:
         if not isinstance(method, str) or not 0 < len(method) <= METHOD_MAX:
             raise Refused(f"method is a method name of at most {METHOD_MAX} characters")
         _walk(method, "method")
-        for name in ("repo", "token"):
-            if req.get(name) is not None and not isinstance(req[name], str):
-                raise Refused(f"{name} is a string")
-        _walk(req.get("repo"), "repo")
+        if req.get("token") is not None and not isinstance(req["token"], str):
+            raise Refused("token is a string")
+        if req.get("repo") is not None and not (isinstance(req["repo"], str) and REPO_RE.fullmatch(req["repo"])):
+            raise Refused(f"repo is a repository name: letters, digits, '.', '_' and '-', at most {REPO_NAME_MAX}")
         _walk(req.get("token"), "token", tokens_allowed=True)
         params = req.setdefault("params", {})
         if not isinstance(params, dict):

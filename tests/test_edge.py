@@ -77,6 +77,7 @@ def test_what_strict_json_takes():
     {"id": TOKEN, "method": "ping"}, {"id": 1, "method": "ping", "jsonrpc": "2.0"},
     {"id": 1, "method": "p" * 65}, {"id": 1, "method": TOKEN}, {"id": 1, "method": "ping", "repo": TOKEN},
     {"id": 1, "method": "ping", "token": 5}, {"id": 1, "method": "ping", "params": []},
+    {"id": 1, "method": "ping", "repo": "a b"}, {"id": 1, "method": "ping", "repo": "r" * 65},
 ])
 def test_envelope(req):
     with pytest.raises(wire_json.Refused):
