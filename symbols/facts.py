@@ -136,10 +136,10 @@ class _Change:
         can be) and, `with_data`, its bytes."""
         mode = mode_word(entry.mode)
         if mode == "submodule":
-            return _Side(entry.oid, whole_file(path, None, "unparsed", entry.oid.encode()), None)
+            return _Side(entry.oid, whole_file(path, None, "unparsed", entry.oid.encode(), []), None)
         if mode == "symlink":   # its content is a path, whatever the extension says
             data = self.load(entry.oid)
-            return _Side(entry.oid, whole_file(path, None, "unparsed", data), data)
+            return _Side(entry.oid, whole_file(path, None, "unparsed", data, []), data)
         data: bytes | None = None
         if with_data:
             data = self.load(entry.oid)

@@ -181,3 +181,12 @@ def test_bad_params_answer_invalid_and_log_nothing(repo_env):
         assert not re.search(r"lonca_(h_)?[0-9a-f]{16}", a["error"]["message"]), a
     assert entry_count(env) == before
     assert "Traceback" not in env.w.output.read_text()
+
+
+def test_a_symlink_proposal_has_facts(repo_env):
+    """Found by the fuzz test: the facts of a symlink (a file seen whole) failed `internal`."""
+    env = repo_env
+    token = env.agent("links")["token"]
+    res = env.client.call("facts.preview", {"base": env.trunk, "files": [
+        {"path": "link", "content_b64": b64("app.py"), "mode": "symlink"}]}, token=token)
+    assert res["facts"]["added_files"] == ["link"]
