@@ -264,7 +264,7 @@ def run(target: dict, reqs: list[tuple]) -> list[tuple]:
     for sent, got in zip(per, answers):
         assert len(got) == len(sent)
         for (line, rid, method), ans in zip(sent, got):
-            assert ans["id"] in (rid, 0), (line[:300], ans)  # in order: each answer is its line's
+            assert ans["id"] in (rid, 0), (shown(line), ans)  # in order: each answer is its line's
             out.append(((line, rid, method), ans))
     return out
 
@@ -287,8 +287,13 @@ def log_since(target: dict, start: int) -> list[dict]:
         start = page[-1]["entry"]["seq"] + 1
 
 
+def shown(line: bytes) -> str:
+    """A line for a failure message: its start, the test's own tokens hidden all the same."""
+    return TOKEN_RE.sub("lonca_…", line[:400].decode("utf-8", "replace"))
+
+
 def check_batch(target: dict, results: list[tuple], start_seq: int) -> None:
-    internal = [(line[:300], a) for (line, _rid, _m), a in results if not a["ok"] and a["error"]["code"] == "internal"]
+    internal = [(shown(line), a) for (line, _rid, _m), a in results if not a["ok"] and a["error"]["code"] == "internal"]
     output = target["worker"].output.read_text(errors="replace")
     assert not internal, (internal[:5], output[-3000:])
     assert "Traceback" not in output, output[-4000:]
@@ -322,7 +327,7 @@ def test_refused_lines_change_nothing(target):
     def fuzz(reqs):
         results = run(target, [line for variants in reqs for line in variants])
         sent.append(len(results))
-        wrong = [(line[:200], a) for (line, _r, _m), a in results
+        wrong = [(shown(line), a) for (line, _r, _m), a in results
                  if a["ok"] or a["error"]["code"] not in ("invalid", "too_large")]
         assert not wrong, wrong[:5]
         check_batch(target, results, before["next_seq"])
