@@ -48,3 +48,8 @@ test-quick: $(STAMP)
 
 bench: $(STAMP) system-deps
 	@$(BIN)/python -m bench $(BENCH)
+
+# A longer run of the wire fuzz test (tests/test_fuzz_wire.py): 200 000 hostile lines against one worker.
+.PHONY: fuzz
+fuzz: $(STAMP)
+	@LONCA_FUZZ_LINES=$${LONCA_FUZZ_LINES:-200000} $(BIN)/python -m pytest -q -p no:cacheprovider --timeout 3600 tests/test_fuzz_wire.py

@@ -5,20 +5,19 @@ from typing import NamedTuple
 
 import pygit2
 
-from lonca.protocol import CLAIM_FIELDS, LoncaError
+from lonca.protocol import LoncaError
 from lonca.queue.checks import TAIL_BYTES
 from lonca.symbols import SYMBOLS_ENGINE, compare_claim
 
 from . import scope as scopes
-from .change_build import build_commit, check_files, commit_exists, facts_of, is_change_id, new_change_id
+from .change_build import build_commit, check_files, commit_exists, facts_of, new_change_id
 from .lease_methods import advice, detail, held_detail
 from .lease_model import FILE, bare_name, covers, parent_of, split
 from .log import Draft, allow, deny
-from .methods import Call, expect, method, params_of
+from .methods import Call, method
 from .reducers import touched_paths
 from .state import ChangeRec, RepoState
 
-CLAIM_KEYS = {"intent", *CLAIM_FIELDS, "revert_of"}
 DIFF_CAP = 2 * 1024 * 1024
 
 
@@ -145,14 +144,6 @@ def facts_json(facts) -> dict:
     return out
 
 
-def check_claim(value) -> dict:
-    claim = expect(value if value is not None else {}, dict, "claim")
-    unknown = set(claim) - CLAIM_KEYS
-    if unknown:
-        raise LoncaError("invalid", f"a claim has no field {', '.join(sorted(unknown))}")
-    return claim
-
-
 def decide_proposal(rs: RepoState, session: str, change: str | None, facts: dict, base: str, base_map, trunk_map,
                     now: int, mismatches: list[dict]) -> tuple[dict, list[dict], list]:
     """(decision, details, used lease items) for a proposal by agent session `session`; `change`
@@ -228,16 +219,14 @@ def pins_of(used: list[tuple[str, dict]]) -> list[dict]:
 
 @method("change.propose", "agent", writes=True)
 async def propose(call: Call) -> dict:
-    p = params_of(call, {"change", "base", "files", "claim"}, {"base", "files"})
+    p = call.params
     d, rs, me = call.daemon, call.repo_state(), call.auth.session
-    base = expect(p["base"], str, "base")
+    base = p["base"]
     files = check_files(p["files"])
     if not files:
         raise LoncaError("invalid", "a proposal changes at least one file")
-    claim = check_claim(p.get("claim"))
+    claim = p.get("claim") or {}
     change = p.get("change")
-    if change is not None and not is_change_id(change):
-        raise LoncaError("invalid", "change is 32 letters k-z, or null for a new change")
     intent = claim.get("intent") or ""
     prepared = await prepare(call, rs, base, files, intent or "lonca change", call.auth.agent, claim)
     return await d.log.append(rs.name, lambda: _decide_propose(call, rs, me, change, base, claim, prepared))
@@ -280,9 +269,9 @@ def _decide_propose(call: Call, rs: RepoState, me: str, change: str | None, base
 
 @method("facts.preview", "agent")
 async def preview(call: Call) -> dict:
-    p = params_of(call, {"base", "files"}, {"base", "files"})
+    p = call.params
     d, rs, me = call.daemon, call.repo_state(), call.auth.session
-    base = expect(p["base"], str, "base")
+    base = p["base"]
     files = check_files(p["files"])
     prepared = await prepare(call, rs, base, files, "preview", call.auth.agent)
     if prepared is None:
@@ -298,9 +287,8 @@ async def preview(call: Call) -> dict:
 
 @method("change.withdraw", "agent", writes=True)
 async def withdraw(call: Call) -> dict:
-    p = params_of(call, {"change"}, {"change"})
+    change = call.params["change"]
     d, rs, me = call.daemon, call.repo_state(), call.auth.session
-    change = expect(p["change"], str, "change")
     rec = rs.changes.get(change)
     if rec is None:
         raise LoncaError("not_found", f"no change {change}")
@@ -347,9 +335,9 @@ def evidence_of(store: pygit2.Repository, a: dict) -> dict:
 
 @method("change.get", "read")
 async def get(call: Call) -> dict:
-    p = params_of(call, {"change"}, {"change"})
+    p = call.params
     rs = call.repo_state()
-    rec = rs.changes.get(expect(p["change"], str, "change"))
+    rec = rs.changes.get(p["change"])
     if rec is None:
         raise LoncaError("not_found", f"no change {p['change']}")
     out = change_json(rs, rec)
@@ -360,11 +348,8 @@ async def get(call: Call) -> dict:
 
 @method("change.resolve", "read")
 async def resolve(call: Call) -> dict:
-    p = params_of(call, {"prefix"}, {"prefix"})
     rs = call.repo_state()
-    prefix = expect(p["prefix"], str, "prefix")
-    if not 4 <= len(prefix) <= 32 or not all("k" <= c <= "z" for c in prefix):
-        raise LoncaError("invalid", "prefix is 4 to 32 letters k-z")
+    prefix = call.params["prefix"]
     found = sorted(c for c in rs.changes if c.startswith(prefix))
     if not found:
         raise LoncaError("not_found", f"no change starts with {prefix}")
@@ -375,13 +360,11 @@ async def resolve(call: Call) -> dict:
 
 @method("change.diff", "read")
 async def diff(call: Call) -> dict:
-    p = params_of(call, {"change", "format"}, {"change"})
+    p = call.params
     d, rs = call.daemon, call.repo_state()
-    rec = rs.changes.get(expect(p["change"], str, "change"))
+    rec = rs.changes.get(p["change"])
     if rec is None:
         raise LoncaError("not_found", f"no change {p['change']}")
-    if p.get("format") not in (None, "unified"):
-        raise LoncaError("invalid", 'format is "unified"')
     store = d.store(rs.name)
 
     def work():

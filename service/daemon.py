@@ -16,7 +16,7 @@ from lonca.protocol import LoncaError
 from lonca.queue.checks import reap_leftovers, record_in
 from lonca.symbols import SymbolCache
 
-from . import auth, checkpoint, daemonkey, gitstore, store as db, worker_lock
+from . import auth, checkpoint, daemonkey, gitstore, schemas, store as db, worker_lock
 from . import security_methods
 from .event_methods import Told
 from .change_build import TreeMaps
@@ -307,16 +307,13 @@ class Daemon:
         try:
             if m is None:
                 raise LoncaError("unknown_method", f"{req['method']!r} is not a method of protocol 1")
-            params = req.get("params", {})
-            if not isinstance(params, dict):
-                raise LoncaError("invalid", "params is an object ({} when the method has none)")
             if not m.writes and self.log.dirty and m.name != "ping":  # ping reads no state: it answers in an outage
                 await self.log.settled()  # a reader answers from durable state only
             who, repo = auth.check(m.credential, m.name, req, self.tokens, self.state, self.now_ms())
             if rate_limited(m, who):
                 self.rate.check(self.state.repo(repo), who.session, self.now_ms())
-            token = req.get("token")
-            result = await m.fn(Call(self, peer, m.name, params, repo, who, token))
+            schemas.check(m.name, req["params"])  # the request is already strict I-JSON (wire_json)
+            result = await m.fn(Call(self, peer, m.name, req["params"], repo, who, req.get("token")))
             return {"id": rid, "ok": True, "result": result}
         except LoncaError as e:
             security_methods.note(peer, req, e)

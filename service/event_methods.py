@@ -1,23 +1,17 @@
 """What sessions tell each other and learn: events, inbox, negotiate, cap.attenuate."""
 import bisect
-import re
 import secrets
-
-from lonca.protocol import LoncaError
 
 from . import scope as scopes
 from .auth import new_agent_token, token_hash
 from .lease_model import split
 from .log import Draft, allow, deny
-from .methods import Call, expect, expect_agent_name, method, params_of
-from .session_methods import check_scope
+from .methods import Call, method
+from .session_methods import full_scope
 from .state import RepoState
 from .store import TokenRow
 
 INBOX_KINDS = ("message", "lease_received", "symbols_changed", "reserved")
-MESSAGE_TYPES = {"claim": {"symbols", "reason"}, "yield": {"set", "to"}, "counter": {"note"},
-                 "accept": set(), "decline": {"note"}}
-THREAD_RE = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 
 
 def session_events(rs: RepoState, session: str, start: int, now: int) -> list[dict]:
@@ -32,9 +26,8 @@ def session_events(rs: RepoState, session: str, start: int, now: int) -> list[di
 
 @method("events", "agent")
 async def events(call: Call) -> dict:
-    p = params_of(call, {"from"})
     rs = call.repo_state()
-    start = expect(p.get("from"), int, "from", nullable=True) or 1
+    start = call.params.get("from") or 1
     return {"events": session_events(rs, call.auth.session, start, call.daemon.now_ms()), "next": rs.next_seq}
 
 
@@ -56,7 +49,6 @@ def inbox_text(evs: list[dict]) -> str | None:
 
 @method("inbox", "agent")
 async def inbox(call: Call) -> dict:
-    params_of(call, set())
     d, rs, me = call.daemon, call.repo_state(), call.auth.session
     told = d.told.setdefault((rs.name, me), Told())
     fresh, reserved = [], set()
@@ -86,16 +78,10 @@ class Told:
 
 @method("negotiate", "agent", writes=True)
 async def negotiate(call: Call) -> dict:
-    p = params_of(call, {"thread", "to_session", "message"}, {"thread", "to_session", "message"})
+    p = call.params
     d, rs, me = call.daemon, call.repo_state(), call.auth.session
-    thread = expect(p["thread"], str, "thread")
-    to = expect(p["to_session"], str, "to_session")
-    msg = expect(p["message"], dict, "message")
-    if not THREAD_RE.match(thread):
-        raise LoncaError("invalid", "thread is 1 to 128 letters, digits and . _ : -")
-    kind = msg.get("type")
-    if kind not in MESSAGE_TYPES or set(msg) - MESSAGE_TYPES[kind] - {"type"}:
-        raise LoncaError("invalid", "message is {type: claim (symbols, reason) | yield (set, to) | counter (note) | accept | decline (note)}")
+    thread, to, msg = p["thread"], p["to_session"], p["message"]
+    kind = msg["type"]
 
     def decide() -> Draft:
         now = d.now_ms()
@@ -126,14 +112,11 @@ async def negotiate(call: Call) -> dict:
 
 @method("cap.attenuate", "agent", writes=True)
 async def attenuate(call: Call) -> dict:
-    p = params_of(call, {"agent", "scope", "expires_ms", "leases"}, {"agent", "scope", "expires_ms"})
+    p = call.params
     d, rs, me = call.daemon, call.repo_state(), call.auth.session
-    agent = expect_agent_name(p["agent"], "agent")
-    child_scope = check_scope(p["scope"])
-    expires = expect(p["expires_ms"], int, "expires_ms")
-    lent = expect(p.get("leases"), list, "leases", nullable=True) or []
-    if not all(isinstance(x, str) for x in lent):
-        raise LoncaError("invalid", "leases is a list of lease set ids")
+    agent, expires = p["agent"], p["expires_ms"]
+    child_scope = full_scope(p["scope"])
+    lent = p.get("leases") or []
     child = f"{me}.{secrets.token_hex(4)}"[:64]
     token = new_agent_token()
 

@@ -8,18 +8,17 @@ import shutil
 
 from lonca import humansig, webauthn
 from lonca.canonical import content_hash
-from lonca.protocol import LOGIN_TTL_DEFAULT_MS, LOGIN_TTL_MAX_MS, REPO_NAME_MAX, LoncaError
+from lonca.protocol import LOGIN_TTL_DEFAULT_MS, LOGIN_TTL_MAX_MS, LoncaError
 
 from . import gitstore, presence, signatures
 from .auth import new_human_token, token_hash
 from .log import Draft, allow
 from .policy import load as load_policy
-from .methods import Call, expect, expect_id, method, params_of
+from .methods import Call, method
 from .review_methods import decide_approve, decide_policy_update, decide_reject
 from .session_methods import decide_session_start
 from .store import NonceRow, PreparedRow, TokenRow
 
-NAME_RE = re.compile(r"^[A-Za-z0-9._-]{1,%d}$" % REPO_NAME_MAX)
 KEY_ALGS = {"ed25519": 64, "webauthn-ed25519": None, "webauthn-es256": None}
 REMOTE_RE = re.compile(r"^(https://|ssh://|[^/@\s]+@[^:\s]+:)")
 
@@ -48,20 +47,12 @@ def _check_remote(call: Call, source: str) -> None:
 
 @method("repo.prepare_init", "bootstrap")
 async def prepare_init(call: Call) -> dict:
-    p = params_of(call, {"repo", "human", "human_key", "import_from", "branch", "profile", "without_presence"},
-                  {"repo", "human", "human_key"})
+    p = call.params
     d = call.daemon
-    name = expect(p["repo"], str, "repo")
-    if not NAME_RE.match(name):
-        raise LoncaError("invalid", "a repository name is letters, digits, '.', '_' and '-', at most 64")
-    human = expect_id(p["human"], "human", "a human name")
-    key = check_key(p["human_key"])
-    source = expect(p.get("import_from"), str, "import_from", nullable=True)
-    branch = expect(p.get("branch"), str, "branch", nullable=True) or "main"
-    profile = expect(p.get("profile"), str, "profile", nullable=True) or "cooperative"
-    if profile not in ("cooperative", "hardened"):
-        raise LoncaError("invalid", "profile is cooperative or hardened")
-    without_presence = bool(expect(p.get("without_presence", False), bool, "without_presence"))
+    name, human, key = p["repo"], p["human"], check_key(p["human_key"])
+    source, branch = p.get("import_from"), p.get("branch") or "main"
+    profile = p.get("profile") or "cooperative"
+    without_presence = p.get("without_presence", False)
     if without_presence and profile != "hardened":
         raise LoncaError("invalid", "without_presence goes with the hardened profile only")
     if profile == "hardened" and key["alg"] == "ed25519" and not without_presence:
@@ -96,12 +87,12 @@ async def prepare_init(call: Call) -> dict:
 
 @method("repo.init", "bootstrap", writes=True)
 async def repo_init(call: Call) -> dict:
-    p = params_of(call, {"op", "sig"}, {"op", "sig"})
+    p = call.params
     d = call.daemon
-    op = expect(p["op"], dict, "op")
+    op = p["op"]
     sig = signatures.check_shape(p["sig"], "denied")
     prepared = await d.db_get(PreparedRow, content_hash(op))
-    if prepared is None or op.get("op") != "repo.init":
+    if prepared is None:
         raise LoncaError("invalid", "this repo.init was not prepared by this daemon; call repo.prepare_init and sign its op unchanged")
     if sig["human"] != op["human"]:
         raise LoncaError("denied", "bad_human_signature: repo.init is signed by the human it enrols")
@@ -124,9 +115,9 @@ async def repo_init(call: Call) -> dict:
 
 @method("human.login", "login")
 async def login(call: Call) -> dict:
-    p = params_of(call, {"sig", "ttl_ms"}, {"sig"})
+    p = call.params
     d = call.daemon
-    ttl = expect(p.get("ttl_ms"), int, "ttl_ms", nullable=True)
+    ttl = p.get("ttl_ms")
     ttl = LOGIN_TTL_DEFAULT_MS if ttl is None else ttl
     if not 0 < ttl <= LOGIN_TTL_MAX_MS:
         raise LoncaError("invalid", f"ttl_ms is between 1 and {LOGIN_TTL_MAX_MS}")
@@ -154,7 +145,6 @@ async def login(call: Call) -> dict:
 
 @method("human.logout", "public")
 async def logout(call: Call) -> dict:
-    params_of(call, set())
     d = call.daemon
     if call.token is None:
         raise LoncaError("unauthenticated", "human.logout ends the session of the token it carries; send one")
@@ -175,10 +165,10 @@ SUBMIT_OPS = {"session.start": decide_session_start, "approve": decide_approve, 
 
 @method("human.submit", "human", writes=True)
 async def submit(call: Call) -> dict:
-    p = params_of(call, {"op", "sig", "workspace"}, {"op", "sig"})
+    p = call.params
     d = call.daemon
     rs = call.repo_state()
-    op = expect(p["op"], dict, "op")
+    op = p["op"]
     sig = signatures.check_shape(p["sig"], "denied")
     if sig["human"] != call.auth.human:
         raise LoncaError("forbidden", "the signer must be the human of this session")

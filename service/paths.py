@@ -58,32 +58,40 @@ def _bad_char(path: str) -> str | None:
     return None
 
 
-def check_path(path, symlink: bool = False) -> str:
-    """A path a file change names: relative, UTF-8 without NUL, control characters, newlines or
-    backslashes; no empty, `.` or `..` name; no `.git` in any spelling a checkout would take for
-    it; within PATH_MAX and SEGMENT_MAX. `symlink`: the file is a symlink, which may not be one of
-    git's own files either."""
+def path_problem(path: str, symlink: bool = False) -> str | None:
+    """Why `path` can not be a path of a file change, or None. A path is relative, UTF-8 without
+    NUL, control characters, newlines or backslashes; has no empty, `.` or `..` name and no `.git`
+    in any spelling a checkout would take for it; fits PATH_MAX and SEGMENT_MAX. `symlink`: the
+    file is a symlink, which may not be one of git's own files either."""
     if not path:
-        raise _invalid(path, "is empty")
+        return "is empty"
     bad = _bad_char(path)
     if bad:
-        raise _invalid(path, f"holds {bad}")
+        return f"holds {bad}"
     if path.startswith("/"):
-        raise _invalid(path, "is absolute; name it relative to the repository root")
+        return "is absolute; name it relative to the repository root"
     if len(path.encode("utf-8")) > PATH_MAX:
-        raise _invalid(path, f"is longer than {PATH_MAX} bytes")
+        return f"is longer than {PATH_MAX} bytes"
     parts = path.split("/")
     for name in parts:
         if name in ("", ".", ".."):
-            raise _invalid(path, f"has {'an empty' if not name else 'a ' + repr(name)} name; write it as a plain relative path")
+            return f"has {'an empty' if not name else 'a ' + repr(name)} name; write it as a plain relative path"
         if len(name.encode("utf-8")) > SEGMENT_MAX:
-            raise _invalid(path, f"has a name longer than {SEGMENT_MAX} bytes")
+            return f"has a name longer than {SEGMENT_MAX} bytes"
         if is_git_dir(name):
-            raise _invalid(path, f"names git's own directory ({name!r} is .git on some file system)")
+            return f"names git's own directory ({name!r} is .git on some file system)"
     if symlink:
         last = _git_spelling(parts[-1])
         if last in _GIT_FILES or _GIT_FILE_SHORT.match(last):
-            raise _invalid(path, "is one of git's own files, which may not be a symlink")
+            return "is one of git's own files, which may not be a symlink"
+    return None
+
+
+def check_path(path: str, symlink: bool = False) -> str:
+    """`path`, or `invalid` naming it and saying why it can not be a path (path_problem)."""
+    why = path_problem(path, symlink)
+    if why:
+        raise _invalid(path, why)
     return path
 
 

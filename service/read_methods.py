@@ -9,7 +9,7 @@ from lonca.protocol import PROTOCOL, LoncaError, actor_label
 
 from . import gitstore
 from .log import entry_json
-from .methods import Call, expect, method, params_of
+from .methods import Call, method
 from .store import read_log
 
 T = TypeVar("T")
@@ -26,7 +26,6 @@ async def ping(call: Call) -> dict:
 
 @method("whoami", "any")
 async def whoami(call: Call) -> dict:
-    params_of(call, set())
     d, a = call.daemon, call.auth
     if a.kind == "agent":
         rec = d.state.repo(a.repo).sessions.get(a.session)
@@ -38,13 +37,11 @@ async def whoami(call: Call) -> dict:
 
 @method("repo.list", "any human")
 async def repo_list(call: Call) -> list:
-    params_of(call, set())
     return call.daemon.state.human_repos(call.auth.human, call.auth.key)
 
 
 @method("status", "read")
 async def status(call: Call) -> dict:
-    params_of(call, set())
     d = call.daemon
     rs = call.repo_state()
     now = d.now_ms()
@@ -86,28 +83,16 @@ async def status(call: Call) -> dict:
 
 @method("log", "read")
 async def log(call: Call) -> list:
-    p = params_of(call, {"from", "limit", "wait_ms"}, {"from"})
+    p = call.params
     d = call.daemon
     rs = call.repo_state()
-    start = expect(p["from"], int, "from")
-    limit = expect(p.get("limit"), int, "limit", nullable=True)
-    wait = expect(p.get("wait_ms"), int, "wait_ms", nullable=True)
+    start, limit, wait = p["from"], p.get("limit"), p.get("wait_ms")
     lim = d.config.limits
-    if start < 1 or (limit is not None and limit < 1) or (wait is not None and wait < 0):
-        raise LoncaError("invalid", "from and limit are at least 1, wait_ms at least 0")
     limit = min(limit or lim.log_limit_max, lim.log_limit_max)
     if wait and d.log.durable_next.get(rs.name, 1) <= start:
         await d.log.wait_for(rs.name, start, min(wait, lim.log_wait_max_ms) / 1000)
     rows = await asyncio.to_thread(read_log, d.engine, rs.name, start, limit)
     return [entry_json(r) for r in rows]
-
-
-def _paths(value, name: str) -> list[str] | None:
-    if value is None:
-        return None
-    if not isinstance(value, list) or not all(isinstance(x, str) for x in value):
-        raise LoncaError("invalid", f"{name} is a list of paths")
-    return value
 
 
 async def on_store(call: Call, fn: Callable[..., T], *args) -> T:
@@ -120,11 +105,9 @@ async def on_store(call: Call, fn: Callable[..., T], *args) -> T:
 
 @method("tree", "read")
 async def tree(call: Call) -> list:
-    p = params_of(call, {"commit", "with_content", "paths"}, {"commit"})
+    p = call.params
     call.repo_state()  # an unknown repository is not_found before anything else
-    commit = expect(p["commit"], str, "commit")
-    with_content = expect(p.get("with_content", False), bool, "with_content")
-    wanted = _paths(p.get("paths"), "paths")
+    commit, with_content, wanted = p["commit"], p.get("with_content", False), p.get("paths")
     files = await on_store(call, gitstore.list_tree, commit)
     if wanted is not None:
         keep = set(wanted)
@@ -140,10 +123,9 @@ async def tree(call: Call) -> list:
 
 @method("blobs", "read")
 async def blobs(call: Call) -> list:
-    p = params_of(call, {"commit", "paths"}, {"commit", "paths"})
+    p = call.params
     call.repo_state()  # an unknown repository is not_found before anything else
-    commit = expect(p["commit"], str, "commit")
-    wanted = _paths(p["paths"], "paths")
+    commit, wanted = p["commit"], p["paths"]
     d = call.daemon
 
     def entries(store: pygit2.Repository) -> list[dict]:

@@ -6,7 +6,7 @@ from collections import Counter, deque
 
 from lonca.protocol import LoncaError
 
-from .methods import Call, expect, method, params_of
+from .methods import Call, method
 from .server import Peer
 
 KEPT = 10_000
@@ -41,9 +41,8 @@ def note(peer: Peer, req: dict, error: LoncaError) -> None:
 
 @method("security.events", "any human")
 async def security_events(call: Call) -> dict:
-    p = params_of(call, {"since_ms"})
     d = call.daemon
-    since = expect(p.get("since_ms"), int, "since_ms", nullable=True)
+    since = call.params.get("since_ms")
     since = d.now_ms() - DAY_MS if since is None else since
     mine = set(d.state.human_repos(call.auth.human, call.auth.key))
     seen = [e for e in EVENTS if e["time_ms"] >= since and e.get("repo") in mine | {None}]

@@ -17,6 +17,7 @@ from typing import Awaitable, Callable
 
 from lonca.protocol import BIG_METHODS, LoncaError
 
+from . import wire_json
 from .config import Limits
 
 log = logging.getLogger("lonca.server")
@@ -28,6 +29,7 @@ ACCEPT_EVICT = 8  # connections evicted per failed accept: asyncio tries again o
 METHOD_RE = re.compile(rb'"method"\s*:\s*"([^"\\]{1,64})"')
 ID_RE = re.compile(rb'^\s*\{\s*"id"\s*:\s*(-?\d{1,18}|"[^"\\]{0,128}")')
 CHUNK = 256 * 1024
+log = logging.getLogger("lonca.server")
 
 
 @dataclass
@@ -77,9 +79,10 @@ def _guess_id(head: bytes):
     if not m:
         return 0
     try:
-        return json.loads(m.group(1))
-    except ValueError:
+        rid = wire_json.loads(m.group(1))
+    except wire_json.Refused:
         return 0
+    return rid if wire_json.valid_id(rid) else 0
 
 
 class _LineTooLong(Exception):
@@ -343,14 +346,15 @@ class SocketServer:
 
     async def _answer(self, peer: Peer, line: bytes) -> bytes:
         try:
-            req = json.loads(line)
-        except (ValueError, UnicodeDecodeError):
-            return error_line(0, "invalid", "a request is one JSON object on one line")
-        if (not isinstance(req, dict) or not isinstance(req.get("method"), str)
-                or not isinstance(req.get("id"), (int, str)) or isinstance(req.get("id"), bool)):
-            return error_line(0, "invalid", 'a request is {"id", "method", "params"} with optional "repo" and "token"')
+            req = wire_json.decode_request(line)
+        except wire_json.Refused as e:
+            return error_line(e.rid, "invalid", e.message)
         response = await self.handle(peer, req)
-        return json.dumps(response, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+        try:
+            return wire_json.dumps(response)
+        except (TypeError, ValueError):
+            log.exception("the answer to %s could not be encoded", req["method"])
+            return error_line(req["id"], "internal", "the daemon failed to encode its answer; see its log")
 
     async def _send(self, conn: _Conn, data: bytes) -> None:
         conn.writer.write(data)

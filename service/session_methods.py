@@ -4,50 +4,26 @@ from lonca.protocol import LoncaError
 
 from .auth import new_agent_token, token_hash
 from .log import Draft, allow
-from .methods import Call, expect, expect_agent_name, expect_id, method, params_of
+from .methods import Call, method
 from .state import RepoState
 from .store import TokenRow
 
-SCOPE_KEYS = {"paths", "symbols", "ops", "max_files", "max_lines", "scratch"}
 
-
-def check_scope(scope) -> dict:
-    scope = {"paths": ["**"]} if scope is None else scope
-    if not isinstance(scope, dict) or set(scope) - SCOPE_KEYS:
-        raise LoncaError("invalid", f"a scope is an object of {', '.join(sorted(SCOPE_KEYS))}")
-    paths = scope.get("paths", ["**"])
-    if not isinstance(paths, list) or not all(isinstance(x, str) and x for x in paths):
-        raise LoncaError("invalid", "scope.paths is a list of globs")
-    scratch = scope.get("scratch", [])
-    if not isinstance(scratch, list) or len(scratch) > 8 or not all(isinstance(x, str) and x.startswith("/") for x in scratch):
-        raise LoncaError("invalid", "scope.scratch is at most 8 absolute paths")
-    for n in ("max_files", "max_lines"):
-        expect(scope.get(n), int, f"scope.{n}", nullable=True)
-    for n in ("symbols", "ops"):
-        v = scope.get(n)
-        if v is not None and (not isinstance(v, list) or not all(isinstance(x, str) for x in v)):
-            raise LoncaError("invalid", f"scope.{n} is a list of strings")
-    return {"paths": paths, "symbols": scope.get("symbols"), "ops": scope.get("ops", []),
-            "max_files": scope.get("max_files"), "max_lines": scope.get("max_lines"), "scratch": scratch}
+def full_scope(scope: dict) -> dict:
+    """A scope with every field, defaults filled (its types are the schema's, service/schemas.py)."""
+    return {"paths": scope.get("paths", ["**"]), "symbols": scope.get("symbols"), "ops": scope.get("ops", []),
+            "max_files": scope.get("max_files"), "max_lines": scope.get("max_lines"), "scratch": scope.get("scratch", [])}
 
 
 def decide_session_start(call: Call, rs: RepoState, op: dict) -> Draft:
     """The decision on a signed session.start: the op is logged as signed, unchanged."""
     d = call.daemon
     now = d.now_ms()
-    allowed = {"op", "session", "agent", "model", "task", "scope", "expires_ms", "harness"}
-    if set(op) - allowed or not {"session", "agent", "expires_ms"} <= set(op):
-        raise LoncaError("invalid", "session.start is {session, agent, model, task, scope, expires_ms, harness}")
-    sid = expect_id(op["session"], "op.session", "a session id")
+    sid, expires = op["session"], op["expires_ms"]
     if sid in rs.sessions:
         raise LoncaError("invalid", f"the session {sid} exists; sign a new session id")
-    expect_agent_name(op["agent"], "op.agent")
-    expect(op.get("model"), str, "op.model", nullable=True)
-    expect(op.get("task"), str, "op.task", nullable=True)
-    expect(op.get("harness"), str, "op.harness", nullable=True)
-    if op.get("scope") is not None and check_scope(op["scope"]) != op["scope"]:
+    if op.get("scope") is not None and full_scope(op["scope"]) != op["scope"]:
         raise LoncaError("invalid", "op.scope must be complete: paths, symbols, ops, max_files, max_lines, scratch")
-    expires = expect(op["expires_ms"], int, "op.expires_ms")
     if not now < expires <= now + rs.policy.session_max_ttl_ms:
         raise LoncaError("invalid", "op.expires_ms is in the future and within the policy's session lifetime")
     if op.get("scope") is None:
@@ -71,7 +47,6 @@ def live_session(rs: RepoState, sid: str, now_ms: int) -> None:
 
 @method("session.heartbeat", "agent", writes=True)
 async def heartbeat(call: Call) -> dict:
-    params_of(call, set())
     d = call.daemon
     rs = call.repo_state()
     sid = call.auth.session
@@ -91,8 +66,7 @@ async def heartbeat(call: Call) -> dict:
 
 @method("session.end", "agent", writes=True)
 async def end(call: Call) -> dict:
-    p = params_of(call, {"files"})
-    files = expect(p.get("files"), list, "files", nullable=True)
+    files = call.params.get("files")
     d = call.daemon
     rs = call.repo_state()
     sid = call.auth.session
@@ -101,7 +75,7 @@ async def end(call: Call) -> dict:
         live_session(rs, sid, d.now_ms())
         op = {"op": "session.end", "session": sid, "reason": "ended"}
         if files is not None:
-            paths = sorted({f.get("path") for f in files if isinstance(f, dict) and isinstance(f.get("path"), str)})
+            paths = sorted({f["path"] for f in files})
             op["unproposed"] = {"paths": paths[:32], "total": len(paths)}
 
         def result(entry: dict) -> dict:

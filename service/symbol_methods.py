@@ -5,7 +5,7 @@ import pygit2
 from lonca.protocol import LoncaError
 
 from . import gitstore
-from .methods import Call, expect, method, params_of
+from .methods import Call, method
 from .read_methods import on_store
 
 
@@ -16,10 +16,10 @@ def symbol_json(s) -> dict:
 
 @method("symbols", "read")
 async def symbols(call: Call) -> dict:
-    p = params_of(call, {"path", "commit"}, {"path"})
+    p = call.params
     rs = call.repo_state()
-    path = expect(p["path"], str, "path")
-    commit = expect(p.get("commit"), str, "commit", nullable=True) or rs.trunk
+    path = p["path"]
+    commit = p.get("commit") or rs.trunk
 
     def read(store: pygit2.Repository):
         obj = gitstore.commit_of(store, commit)

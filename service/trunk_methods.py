@@ -14,17 +14,14 @@ from lonca.queue import merge_trees
 
 from .change_build import build_commit, check_files, commit_exists, tree_map
 from .gitstore import TRUNK_REF, mode_name
-from .methods import Call, expect, method, params_of
+from .methods import Call, method
 
 GIT_TIMEOUT_S = 120
 
 
 @method("trunk.bundle", "read")
 async def bundle(call: Call) -> dict:
-    p = params_of(call, {"have"})
-    have = expect(p.get("have", []), list, "have") or []
-    if not all(isinstance(h, str) for h in have):
-        raise LoncaError("invalid", "have is a list of commit ids")
+    have = call.params.get("have", [])
     d, rs = call.daemon, call.repo_state()
     store = d.store(rs.name)
     known = [h for h in have if commit_exists(store, h)]
@@ -52,9 +49,8 @@ async def bundle(call: Call) -> dict:
 
 @method("trunk.distance", "read")
 async def distance(call: Call) -> dict:
-    p = params_of(call, {"base"}, {"base"})
     rs = call.repo_state()
-    base = expect(p["base"], str, "base")
+    base = call.params["base"]
     behind = rs.integrations - rs.trunks[base] if base in rs.trunks else None
     return {"trunk": rs.trunk, "base": base, "behind": behind}
 
@@ -69,9 +65,9 @@ async def trunk_merge(call: Call) -> dict:
     workspace fetched with trunk (a sync across many trunk changes answers ids, not contents). A
     path not named is already right, whether trunk and the workspace agree on it or it is a
     local change trunk left alone. Conflicted paths are only in `conflicts`."""
-    p = params_of(call, {"base", "files"}, {"base", "files"})
+    p = call.params
     d, rs = call.daemon, call.repo_state()
-    base = expect(p["base"], str, "base")
+    base = p["base"]
     files = check_files(p["files"])
     store = d.store(rs.name)
     trunk = rs.trunk
