@@ -199,7 +199,7 @@ CHANGE_ID = Str(32, 32, r"[k-z]{32}", what="a change id (32 letters k-z)")
 TIME = Int(0, 2**53 - 1)
 TEXT = Str(TEXT_MAX)
 LABEL = Str(NAME_MAX)
-PATH = Str(4096, 1, check=path_problem)
+PATH = Str(4 * paths.PATH_MAX, 0, check=path_problem)  # paths counts bytes and says "empty"
 AGENT = Str(NAME_MAX, 1, check=agent_name_problem)
 SYMBOL = Str(1024, 1)
 STRINGS = Arr(Str(4096))
@@ -213,8 +213,9 @@ SIGNATURE = Obj({"human": LABEL, "nonce": Str(1024), "issued_ms": Int(), "sig": 
 LEASE_ITEM = Obj({"symbol": SYMBOL, "kind": Str(enum=KINDS), "names": Arr(Str(NAME_MAX), nullable=True)},
                  frozenset({"symbol", "kind"}), what='a lease item {"symbol", "kind", "names"?}')
 LEASE_ITEMS = Arr(LEASE_ITEM, 1000, 1)
+# the seed's modes: paths.py says why a submodule can not be written
 FILE_CHANGE = Obj({"path": PATH, "content_b64": Str(1 << 31, nullable=True, what="base64"),
-                   "mode": Str(enum=("regular", "executable", "symlink"), nullable=True)},
+                   "mode": Str(enum=("regular", "executable", "symlink", "submodule"), nullable=True)},
                   frozenset({"path"}), what='a file change {"path", "content_b64", "mode"}')
 FILES = Arr(FILE_CHANGE, 100_000)
 LOCAL_FILE = Obj({"path": PATH, "entry": Obj({"mode": Str(32, nullable=True), "blob": GIT_ID}, nullable=True)},

@@ -64,7 +64,7 @@ def refused(c, token, base, files) -> str:
         with pytest.raises(LoncaError) as e:
             c.call(method, params, token=token)
         assert e.value.code == "invalid", (method, e.value.message)
-        messages.append(e.value.message)
+        messages.append(e.value.message.removeprefix(f"{method}: "))  # the schema names the method
     assert messages[0] == messages[1]
     return messages[0]
 
