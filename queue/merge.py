@@ -12,6 +12,7 @@ Nothing here touches a ref: the worker moves trunk itself once the integration i
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 import pygit2
@@ -166,14 +167,19 @@ def _full_merge(repo: pygit2.Repository, base: pygit2.Tree, ours: pygit2.Tree,
             segments[path] = text
         else:
             resolved.append(merged)
+    for entry in resolved:
+        del index.conflicts[entry.path]
+        index.add(entry)
     both = _changed_paths(repo, base, ours) & _changed_paths(repo, base, theirs)
+    for path in sorted(both - set(segments)):
+        twins = _new_twins(repo, path, index, ours, theirs, cache)
+        if twins:
+            conflicts.extend(f"{path}#{t}" for t in twins)
+            segments[path] = _twin_segments(repo, path, index, ours, cache, twins)
     merged_paths = sorted(p for p in both if p not in segments
                           and _entry(ours, p) != _entry(theirs, p))
     if conflicts:
         return MergeResult(None, conflicts, merged_paths, segments)
-    for entry in resolved:
-        del index.conflicts[entry.path]
-        index.add(entry)
     return MergeResult(str(index.write_tree(repo)), [], merged_paths)
 
 
@@ -226,6 +232,82 @@ def _merge_file(repo: pygit2.Repository, anc: pygit2.IndexEntry | None,
         # a splice the grammar can no longer read: the line merge's answer stands
         return _whole_file(path, data["b"], data["o"], data["t"], True)
     return path, pygit2.IndexEntry(path, repo.create_blob(merged), mode), [], None
+
+
+# --- one name, one definition ---------------------------------------------------------------
+
+_NUMBERED = re.compile(r"~[0-9]+$")
+
+
+def _parsed(repo: pygit2.Repository, path: str, oid: pygit2.Oid | None, cache: SymbolCache):
+    """The symbol table of a text blob, None when it is absent, binary or does not parse."""
+    if oid is None:
+        return None
+    data = repo[oid].data
+    if not _is_text(data):
+        return None
+    table = cache.table(path, str(oid), lambda: data)
+    return table if table.status == "parsed" else None
+
+
+def _copies(table) -> dict[str, list]:
+    """Definitions by id, a name that nothing tells apart (numbered `~2`, `~3` in file order)
+    counted under its first id."""
+    out: dict[str, list] = {}
+    for s in table.symbols:
+        if s.kind not in ("file", "def"):
+            out.setdefault(_NUMBERED.sub("", s.qualified), []).append(s)
+    return out
+
+
+def _merged_oid(index: pygit2.Index, path: str) -> pygit2.Oid | None:
+    try:
+        return index[path].id
+    except KeyError:
+        return None
+
+
+def _new_twins(repo: pygit2.Repository, path: str, index: pygit2.Index, ours: pygit2.Tree,
+               theirs: pygit2.Tree, cache: SymbolCache) -> list[str]:
+    """Names the merged file defines more often in one scope than either side did: both sides
+    added it (apart, so the line merge kept both), or one side added or renamed onto a name the
+    other side added meanwhile. Each side's own twins (overloads a grammar does not tell apart,
+    redefinitions) stand."""
+    merged = _parsed(repo, path, _merged_oid(index, path), cache)
+    if merged is None:
+        return []
+    sides = [_parsed(repo, path, (_entry(t, path) or (None,))[0], cache) for t in (ours, theirs)]
+    counts = [{k: len(v) for k, v in _copies(t).items()} if t is not None else {} for t in sides]
+    return sorted(k for k, v in _copies(merged).items()
+                  if len(v) > 1 and len(v) > max(c.get(k, 0) for c in counts))
+
+
+def _twin_segments(repo: pygit2.Repository, path: str, index: pygit2.Index, ours: pygit2.Tree,
+                   cache: SymbolCache, twins: list[str]) -> list[Segment]:
+    """The merged file for sync, each definition trunk does not have marked as the change's
+    own (a conflict whose trunk side is empty): trunk's definitions stand where they are."""
+    oid = _merged_oid(index, path)
+    data = repo[oid].data
+    merged = _copies(_parsed(repo, path, oid, cache))
+    trunk_oid = (_entry(ours, path) or (None,))[0]
+    trunk_table = _parsed(repo, path, trunk_oid, cache)
+    trunk = _copies(trunk_table) if trunk_table is not None else {}
+    trunk_data = repo[trunk_oid].data if trunk_table is not None else b""
+    spans = []
+    for key in twins:
+        left = [trunk_data[s.start_byte:s.end_byte] for s in trunk.get(key, [])]
+        for s in merged[key]:
+            text = data[s.start_byte:s.end_byte]
+            if text in left:
+                left.remove(text)
+            else:
+                spans.append((s.start_byte, s.end_byte))
+    out: list[Segment] = []
+    pos = 0
+    for lo, hi in sorted(spans):
+        out += [data[pos:lo], Clash(b"", data[lo:hi])]
+        pos = hi
+    return out + [data[pos:]]
 
 
 # --- integration ----------------------------------------------------------------------------
