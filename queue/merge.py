@@ -12,13 +12,13 @@ Nothing here touches a ref: the worker moves trunk itself once the integration i
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 import pygit2
 from pygit2.enums import FileMode
 
 from lonca.symbols import SymbolCache, symbol_table
+from lonca.symbols.twins import first_id, is_overload_stub, one_definition
 
 from .symbol_merge import FileMerge, SymbolMerger, empty_outline, import_lines, outline
 from .textmerge import Clash, Segment, clean_bytes, has_clash, merge_lines, one_side, render
@@ -236,27 +236,28 @@ def _merge_file(repo: pygit2.Repository, anc: pygit2.IndexEntry | None,
 
 # --- one name, one definition ---------------------------------------------------------------
 
-_NUMBERED = re.compile(r"~[0-9]+$")
-
-
 def _parsed(repo: pygit2.Repository, path: str, oid: pygit2.Oid | None, cache: SymbolCache):
-    """The symbol table of a text blob, None when it is absent, binary or does not parse."""
+    """(symbol table, bytes) of a text blob; None when it is absent, binary or does not parse."""
     if oid is None:
         return None
     data = repo[oid].data
     if not _is_text(data):
         return None
     table = cache.table(path, str(oid), lambda: data)
-    return table if table.status == "parsed" else None
+    return (table, data) if table.status == "parsed" else None
 
 
-def _copies(table) -> dict[str, list]:
-    """Definitions by id, a name that nothing tells apart (numbered `~2`, `~3` in file order)
-    counted under its first id."""
+def _copies(path: str, parsed) -> dict[str, list]:
+    """Definitions by id, those of a name nothing tells apart (`f`, `f~2`) under the first id;
+    only names the language means to define once (symbols/twins.py)."""
     out: dict[str, list] = {}
+    if parsed is None:
+        return out
+    table, data = parsed
     for s in table.symbols:
-        if s.kind not in ("file", "def"):
-            out.setdefault(_NUMBERED.sub("", s.qualified), []).append(s)
+        if s.kind not in ("file", "def") and one_definition(path, s.name) \
+                and not is_overload_stub(path, data[s.start_byte:s.end_byte]):
+            out.setdefault(first_id(s.qualified), []).append(s)
     return out
 
 
@@ -271,31 +272,32 @@ def _new_twins(repo: pygit2.Repository, path: str, index: pygit2.Index, ours: py
                theirs: pygit2.Tree, cache: SymbolCache) -> list[str]:
     """Names the merged file defines more often in one scope than either side did: both sides
     added it (apart, so the line merge kept both), or one side added or renamed onto a name the
-    other side added meanwhile. Each side's own twins (overloads a grammar does not tell apart,
-    redefinitions) stand."""
-    merged = _parsed(repo, path, _merged_oid(index, path), cache)
-    if merged is None:
+    other side added meanwhile. Each side's own twins stand."""
+    merged = _copies(path, _parsed(repo, path, _merged_oid(index, path), cache))
+    if not any(len(v) > 1 for v in merged.values()):
         return []
-    sides = [_parsed(repo, path, (_entry(t, path) or (None,))[0], cache) for t in (ours, theirs)]
-    counts = [{k: len(v) for k, v in _copies(t).items()} if t is not None else {} for t in sides]
-    return sorted(k for k, v in _copies(merged).items()
-                  if len(v) > 1 and len(v) > max(c.get(k, 0) for c in counts))
+    counts = [{k: len(v) for k, v in _copies(path, _parsed(repo, path, _oid(t, path), cache)).items()}
+              for t in (ours, theirs)]
+    return sorted(k for k, v in merged.items() if len(v) > 1 and len(v) > max(c.get(k, 0) for c in counts))
+
+
+def _oid(tree: pygit2.Tree, path: str) -> pygit2.Oid | None:
+    found = _entry(tree, path)
+    return found[0] if found else None
 
 
 def _twin_segments(repo: pygit2.Repository, path: str, index: pygit2.Index, ours: pygit2.Tree,
                    cache: SymbolCache, twins: list[str]) -> list[Segment]:
     """The merged file for sync, each definition trunk does not have marked as the change's
     own (a conflict whose trunk side is empty): trunk's definitions stand where they are."""
-    oid = _merged_oid(index, path)
-    data = repo[oid].data
-    merged = _copies(_parsed(repo, path, oid, cache))
-    trunk_oid = (_entry(ours, path) or (None,))[0]
-    trunk_table = _parsed(repo, path, trunk_oid, cache)
-    trunk = _copies(trunk_table) if trunk_table is not None else {}
-    trunk_data = repo[trunk_oid].data if trunk_table is not None else b""
+    merged_parsed = _parsed(repo, path, _merged_oid(index, path), cache)
+    data = merged_parsed[1]
+    merged = _copies(path, merged_parsed)
+    trunk_parsed = _parsed(repo, path, _oid(ours, path), cache)
+    trunk = _copies(path, trunk_parsed)
     spans = []
     for key in twins:
-        left = [trunk_data[s.start_byte:s.end_byte] for s in trunk.get(key, [])]
+        left = [trunk_parsed[1][s.start_byte:s.end_byte] for s in trunk.get(key, [])]
         for s in merged[key]:
             text = data[s.start_byte:s.end_byte]
             if text in left:
