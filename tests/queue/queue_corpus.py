@@ -72,6 +72,9 @@ def h():
     return os.sep
 '''
 
+PY_JSON = PY.replace(b"import os\n", b"import os\nimport json\n\nTIMEOUT = 5\n")
+PY_TWO_LINES = PY.replace(b"    z = x * 2\n", b"    z = x * 2\n    w = x + 1\n")
+
 JS = b'''import { a } from "./a.js";
 
 export function f(x) {
@@ -214,6 +217,25 @@ SCENARIOS: list[Scenario] = [
              sub(PY, (b"return 2\n", b"return 2\n    def q(self):\n        return 4\n")), "conflict",
              merged=sub(PY, (b"return 2\n", b"return 2\n    def p(self):\n        return 3\n"
                                              b"    def q(self):\n        return 4\n"))),
+    # --- issue 11: one definition per name, delete against modify, move against delete ---
+    clash("py_both_add_same_name_apart", "src/a.py", PY,
+          sub(PY, (b"\n\n\ndef g(x):", b"\n\n\ndef k():\n    return 'trunk'\n\n\ndef g(x):")),
+          PY + b"\n\ndef k():\n    return 'change'\n", "clean", ["src/a.py#k"], [b"    return 'change'\n"]),
+    clash("py_rename_onto_a_name_the_other_side_added", "src/a.py", PY,
+          sub(PY, (b"\n\n\ndef g(x):", b"\n\n\ndef k():\n    return 'trunk'\n\n\ndef g(x):")),
+          sub(PY, (b"def h():", b"def k():")), "clean", ["src/a.py#k"], [b"def k():\n    return os.sep\n"]),
+    clash("py_import_rewritten_against_deleted", "src/a.py", PY_JSON,
+          sub(PY_JSON, (b"import json\n", b"import simplejson as json\n")), sub(PY_JSON, (b"import json\n", b"")),
+          "conflict", ["src/a.py#<file>"], [b"import simplejson as json\n"]),
+    clash("py_import_added_beside_one_deleted", "src/a.py", PY_JSON,
+          sub(PY_JSON, (b"import json\n", b"import json\nimport re\n")), sub(PY_JSON, (b"import json\n", b"")),
+          "conflict", ["src/a.py#<file>"], [b"import re\n"]),
+    clash("py_module_statement_deleted_against_modified", "src/a.py", PY_JSON,
+          sub(PY_JSON, (b"TIMEOUT = 5\n", b"TIMEOUT = 50\n")), sub(PY_JSON, (b"TIMEOUT = 5\n", b"")),
+          "conflict", ["src/a.py#<file>"], [b"TIMEOUT = 50\n"]),
+    clash("py_line_moved_against_deleted", "src/a.py", PY_TWO_LINES,
+          sub(PY_TWO_LINES, (b"    z = x * 2\n    w = x + 1\n", b"    w = x + 1\n    z = x * 2\n")),
+          sub(PY_TWO_LINES, (b"    w = x + 1\n", b"")), "conflict", ["src/a.py#g"], [b"    w = x + 1\n"]),
     clash("py_unparseable_side", "src/a.py", PY,
           sub(PY, (b"return 1\n", b"return 1)\n")), sub(PY, (b"def n(self):\n", b"def n(self, k=0):\n")),
           "conflict", ["src/a.py#<file>"], [b"        return 1)\n"]),
