@@ -171,6 +171,16 @@ def _full_merge(repo: pygit2.Repository, base: pygit2.Tree, ours: pygit2.Tree,
         del index.conflicts[entry.path]
         index.add(entry)
     both = _changed_paths(repo, base, ours) & _changed_paths(repo, base, theirs)
+    settled = {e.path for e in resolved}
+    for path in sorted(both - set(segments) - settled):
+        if not _git_answer_holds(repo, path, [base, ours, theirs], _merged_oid(index, path), cache):
+            _, merged, file_conflicts, text = _merge_file(
+                repo, *(_index_entry(t, path) for t in (base, ours, theirs)), cache=cache)
+            if merged is None:
+                conflicts.extend(file_conflicts)
+                segments[path] = text
+            else:
+                index.add(merged)
     for path in sorted(both - set(segments)):
         twins = _new_twins(repo, path, index, ours, theirs, cache)
         if twins:
@@ -220,11 +230,19 @@ def _merge_file(repo: pygit2.Repository, anc: pygit2.IndexEntry | None,
     if any(t.status != "parsed" for t in tables):
         return _whole_file(path, data["b"], data["o"], data["t"], True)
     texts = [d for d in (data["b"], data["o"], data["t"]) if d is not None]
+    shifted = _twins_changed_on_both(tables, texts) if anc is not None else []
+    if shifted:
+        segs = merge_lines(data["b"], data["o"], data["t"])
+        return path, None, [f"{path}#{k}" for k in shifted], segs if has_clash(segs) else [Clash(data["o"], data["t"])]
     own_ids = {s.id for t in tables for s in t.symbols}
     merger = SymbolMerger(path, own_ids, import_lines(tables, texts))
     base_outline = outline(tables[0], data["b"]) if anc is not None else empty_outline()
-    result: FileMerge = merger.merge(base_outline, outline(tables[-2], data["o"]),
-                                     outline(tables[-1], data["t"]))
+    outlines = [base_outline, outline(tables[-2], data["o"]), outline(tables[-1], data["t"])]
+    if any(o.units for o in outlines) and not all(o.units for o in outlines[1:]):
+        # a side without a single symbol has no first symbol to end its head and no last to
+        # start its tail: the other side's symbols would have nothing to stand beside
+        return _whole_file(path, data["b"], data["o"], data["t"], True)
+    result: FileMerge = merger.merge(*outlines)
     if result.conflicts:
         return path, None, result.conflicts, result.segments
     merged = clean_bytes(result.segments)
@@ -232,6 +250,24 @@ def _merge_file(repo: pygit2.Repository, anc: pygit2.IndexEntry | None,
         # a splice the grammar can no longer read: the line merge's answer stands
         return _whole_file(path, data["b"], data["o"], data["t"], True)
     return path, pygit2.IndexEntry(path, repo.create_blob(merged), mode), [], None
+
+
+def _twins_changed_on_both(tables: list, texts: list[bytes]) -> list[str]:
+    """Names defined more than once in one scope (`f`, `f~2`) on some side whose definitions
+    both sides changed, differently. Their ids are numbered in file order, so a definition one
+    side adds, deletes or renames shifts the ids of the others: matched by id, trunk's deletion
+    of `f` would meet the change's edit of what was `f~2`. Changed on one side only, the group
+    is that side's, id by id."""
+    groups = []
+    for table, data in zip(tables, texts):
+        g: dict[str, list[bytes]] = {}
+        for s in table.symbols:
+            if s.kind not in ("file", "def"):
+                g.setdefault(first_id(s.qualified), []).append(data[s.start_byte:s.end_byte])
+        groups.append(g)
+    b, o, t = groups
+    twins = {k for g in groups for k, v in g.items() if len(v) > 1}
+    return sorted(k for k in twins if b.get(k) != o.get(k) and b.get(k) != t.get(k) and o.get(k) != t.get(k))
 
 
 # --- one name, one definition ---------------------------------------------------------------
@@ -259,6 +295,45 @@ def _copies(path: str, parsed) -> dict[str, list]:
                 and not is_overload_stub(path, data[s.start_byte:s.end_byte]):
             out.setdefault(first_id(s.qualified), []).append(s)
     return out
+
+
+def _index_entry(tree: pygit2.Tree, path: str) -> pygit2.IndexEntry | None:
+    found = _entry(tree, path)
+    return pygit2.IndexEntry(path, found[0], found[1]) if found else None
+
+
+def _innermost(table, data: bytes) -> tuple[dict[str, bytes], set[str]]:
+    """(text of each symbol with no symbol inside it, by id; the ids of the others)."""
+    spans = sorted((s for s in table.symbols if s.kind not in ("file", "def")),
+                   key=lambda s: (s.start_byte, -s.end_byte))
+    inner, outer = {}, set()
+    for s, after in zip(spans, spans[1:] + [None]):
+        if after is None or after.start_byte >= s.end_byte:
+            inner[s.id] = data[s.start_byte:s.end_byte]
+        else:
+            outer.add(s.id)
+    return inner, outer
+
+
+def _git_answer_holds(repo: pygit2.Repository, path: str, trees: list[pygit2.Tree],
+                      merged: pygit2.Oid | None, cache: SymbolCache) -> bool:
+    """Whether git's clean line merge of a file both sides changed keeps, symbol by symbol,
+    what each side did: every innermost symbol one side changed is as that side left it, and
+    no symbol was changed by both, differently. A line merge can break this cleanly: trunk
+    moves a function's body into a new one and the change's edit of the old body follows the
+    lines into it; the change moves a function trunk deleted and the move brings it back.
+    Absent or unread on a side: the line merge's answer stands, as for conflicts."""
+    parsed = [_parsed(repo, path, _oid(t, path), cache) for t in trees] + [_parsed(repo, path, merged, cache)]
+    if any(p is None for p in parsed):
+        return True
+    (b, ob), (o, oo), (t, ot), (m, om) = (_innermost(*p) for p in parsed)
+    for key in (b.keys() | o.keys() | t.keys()) - (ob | oo | ot | om):
+        tb, to, tt = b.get(key), o.get(key), t.get(key)
+        if to != tb and tt != tb and to != tt:
+            return False
+        if m.get(key) != (to if tt == tb else tt):
+            return False
+    return True
 
 
 def _merged_oid(index: pygit2.Index, path: str) -> pygit2.Oid | None:
