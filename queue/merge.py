@@ -254,10 +254,11 @@ def _merge_file(repo: pygit2.Repository, anc: pygit2.IndexEntry | None,
 
 def _twins_changed_on_both(tables: list, texts: list[bytes]) -> list[str]:
     """Names defined more than once in one scope (`f`, `f~2`) on some side whose definitions
-    both sides changed, differently. Their ids are numbered in file order, so a definition one
-    side adds, deletes or renames shifts the ids of the others: matched by id, trunk's deletion
-    of `f` would meet the change's edit of what was `f~2`. Changed on one side only, the group
-    is that side's, id by id."""
+    both sides changed. Their ids are numbered in file order, so a definition one side adds,
+    deletes or renames shifts the ids of the others: matched by id, trunk's deletion of `f`
+    would meet the change's edit of what was `f~2`, and a deletion would look like the other
+    side's rename of the same definition out of the group. Changed on one side only, the
+    group is that side's, id by id."""
     groups = []
     for table, data in zip(tables, texts):
         g: dict[str, list[bytes]] = {}
@@ -267,7 +268,7 @@ def _twins_changed_on_both(tables: list, texts: list[bytes]) -> list[str]:
         groups.append(g)
     b, o, t = groups
     twins = {k for g in groups for k, v in g.items() if len(v) > 1}
-    return sorted(k for k in twins if b.get(k) != o.get(k) and b.get(k) != t.get(k) and o.get(k) != t.get(k))
+    return sorted(k for k in twins if b.get(k) != o.get(k) and b.get(k) != t.get(k))
 
 
 # --- one name, one definition ---------------------------------------------------------------
