@@ -6,7 +6,10 @@ Two paths give the same answer:
   is the common case in a queue and costs a few tree writes;
 - full: libgit2's `merge_trees` (rename detection included), then every file it leaves in
   conflict is merged by symbols (symbol_merge.py). A file that either side cannot parse keeps
-  the line merge's answer, a conflict.
+  the line merge's answer, a conflict. A file both sides changed that git merged cleanly is
+  merged again by symbols when git's answer does not keep, symbol by symbol, what each side
+  did. Last, a file that defines a name in one scope more often than either side did (both
+  added it, or one added or renamed onto the other's new name) is `conflict:<symbol>`.
 
 Nothing here touches a ref: the worker moves trunk itself once the integration is logged.
 """

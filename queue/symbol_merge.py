@@ -13,7 +13,8 @@ container, after renames on each side are mapped back to the base name. Then, pe
   conflicts the symbol is `conflict:<symbol>`. Delete against modify and two different
   additions of one name are conflicts;
 - the text between symbols is line-merged; a conflict there belongs to the container's own
-  text (`path#<file>`, `path#Type.<def>`). Hunks made only of imports take both sides.
+  text (`path#<file>`, `path#Type.<def>`). A hunk where both sides only added imports takes
+  both sides' lines; one where either side removed a line stays a conflict (textmerge.py).
 
 The caller checks that the result still parses, so a splice never yields a file its grammar
 cannot read without saying so.
