@@ -11,7 +11,7 @@ from lonca.symbols import SYMBOLS_ENGINE, compare_claim
 
 from . import scope as scopes
 from .change_build import build_commit, check_files, commit_exists, facts_of, is_change_id, new_change_id
-from .lease_methods import advice, detail, held_detail, name_reasons
+from .lease_methods import advice, detail, held_detail, name_reasons, own_items
 from .lease_model import FILE, bare_name, covers, member, parent_of, split
 from .log import Draft, allow, deny
 from .methods import Call, expect, method, params_of
@@ -75,14 +75,6 @@ def satisfied(need: dict, have: dict) -> bool:
         return hk in ("edit", "rename", "shared") and (
             covers(hs, ns) or bool(names) and all(covers(hs, member(ns, n)) for n in names))
     return hk in ("edit", "rename", "shared") and covers(hs, ns)
-
-
-def own_items(rs: RepoState, session: str, now: int) -> list[tuple[str, dict]]:
-    out = []
-    for sid in rs.sets_by_session.get(session, ()):
-        s = rs.sets[sid]
-        out += [(sid, item) for item, _ in rs.live_items(s, now)]
-    return out
 
 
 def lease_standing(rs: RepoState, session: str | None, needs: list[dict], now: int):

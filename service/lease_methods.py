@@ -133,6 +133,15 @@ def conflicts(rs: RepoState, session: str, items: list[dict], now: int) -> tuple
     return list(dict.fromkeys(reasons)), details
 
 
+def own_items(rs: RepoState, session: str, now: int) -> list[tuple[str, dict]]:
+    """(set, item) of what `session` holds now, pinned items included."""
+    out = []
+    for sid in rs.sets_by_session.get(session, ()):
+        s = rs.sets[sid]
+        out += [(sid, item) for item, _ in rs.live_items(s, now)]
+    return out
+
+
 # -- one definition per name: names other sessions reserved, names trunk defines -----------------
 
 def reservers(rs: RepoState, session: str, container: str, name: str, now: int) -> list[tuple[LeaseSet, str | None]]:
@@ -174,13 +183,17 @@ def _defined(symbol: str) -> tuple[str, dict]:
 def name_reasons(rs: RepoState, session: str, facts: dict, now: int) -> tuple[list[str], list[dict]]:
     """A proposal's additions and renames onto a name another session reserved
     (name_reserved:<symbol>:<session>) or that the scope already defines (conflict:<symbol>: the
-    facts number a second definition `~2`). Renamed symbols are among the additions (facts)."""
+    facts number a second definition `~2`), unless the session leases that very definition
+    (an edit lease on `p#f` may add an overload of `f`; one on the class or file does not).
+    Renamed symbols are among the additions (facts)."""
     reasons, details = [], []
+    mine = {it["symbol"] for _, it in own_items(rs, session, now) if it["kind"] in ("edit", "rename")}
     for sym in facts["adds"]:
         path, qual = split(sym)
         if qual.endswith(".<append>"):
             continue
-        if is_twin(qual) and one_definition(path, bare_name(sym)):
+        existing = member(parent_of(sym), bare_name(sym))
+        if is_twin(qual) and one_definition(path, bare_name(sym)) and existing not in mine:
             why, d = _defined(sym)
             reasons.append(why)
             details.append(d)
