@@ -28,7 +28,9 @@ Segment = Union[bytes, Clash]
 
 
 def lines(data: bytes) -> list[bytes]:
-    return data.splitlines(keepends=True)
+    """Lines as git and tree-sitter count them: ended by `\n` only (a lone `\r` is text)."""
+    parts = data.split(b"\n")
+    return [p + b"\n" for p in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
 
 
 def _kept(old: list[bytes], new: list[bytes]) -> list[tuple[int, int, int]]:
