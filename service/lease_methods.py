@@ -83,25 +83,29 @@ def _who(d: dict) -> str:
     return f"{d['holder_agent']} (session {d['holder_session']})" if d["holder_agent"] else f"session {d['holder_session']}"
 
 
+def _names(d: dict) -> str:
+    return ", ".join(d["names"] or ())
+
+
 def _sentence(d: dict) -> str | None:
     """What stands in the way, and what to do about it, for one detail; None for what does not."""
     sym, code = d["symbol"], d["code"]
+    what = f"{sym} (adding {_names(d)})" if d["names"] else sym
     if code == "lease_held":
-        return (f"{sym} is held by {_who(d)} for \"{d['intent']}\"{_until(d)}: settle it with negotiate, "
+        return (f"{what} is held by {_who(d)} for \"{d['intent']}\"{_until(d)}: settle it with negotiate, "
                 "or wait for it with lease.interest")
     if code == "lease_wanted":
-        return (f"{sym} is wanted by {_who(d)}, who waits for it for \"{d['intent']}\"{_until(d)} and goes "
+        return (f"{what} is wanted by {_who(d)}, who waits for it for \"{d['intent']}\"{_until(d)} and goes "
                 "first: settle it with negotiate, or wait in line with lease.interest")
     if code == "lease_reserved":
-        return (f"{sym} was freed and is reserved for {_who(d)}{_until(d)}: acquire it after that, "
+        return (f"{what} was freed and is reserved for {_who(d)}{_until(d)}: try again after that, "
                 "or wait for it with lease.interest")
     if code == "name_reserved":
-        return (f"the name{'s' if len(d['names'] or ()) > 1 else ''} {', '.join(d['names'] or ())} in {sym} "
-                f"{'are' if len(d['names'] or ()) > 1 else 'is'} reserved by {_who(d)} for \"{d['intent']}\"{_until(d)}: "
+        return (f"{_names(d)} in {sym} is reserved by {_who(d)} for \"{d['intent']}\"{_until(d)}: "
                 "choose another name, or settle it with negotiate")
     if code == "conflict":
-        return (f"{sym} already defines {', '.join(d['names'] or ())}: choose another name, or take an edit "
-                "lease on the existing definition and change it there")
+        return (f"{sym} already defines {_names(d)}: choose another name, or take an edit lease on the "
+                "existing definition and change it there")
     return None     # held_by_you, free: nobody is in the way
 
 

@@ -342,7 +342,7 @@ def test_rename_onto_a_reserved_name_is_name_reserved(env):
     d = next(x for x in res["details"] if x["code"] == "name_reserved")
     assert (d["symbol"], d["names"], d["holder_session"], d["holder_agent"], d["set"]) == \
         ("app.py#<file>", ["refund"], a_s["session"], "a", held["set"])
-    assert "reserved by a" in res["advice"] and "another name" in res["advice"]
+    assert res["advice"].startswith("refund in app.py#<file> is reserved by a (session") and "another name" in res["advice"]
 
 
 def test_insert_onto_a_reserved_name_is_name_reserved(env):
