@@ -109,10 +109,13 @@ def _sources() -> list[Path]:
 
 
 def _tops(path: str, data: bytes):
+    """Functions and classes at the file's top level, not indented (one under `if` is top-level
+    by name but moves with its block)."""
     table = symbol_table(path, data)
     if table.status != "parsed":
         return []
-    return [s for s in table.symbols if s.parent is None and s.kind in ("function", "class")]
+    return [s for s in table.symbols if s.parent is None and s.kind in ("function", "class")
+            and data[s.start_byte - 1:s.start_byte] in (b"", b"\n")]
 
 
 def _edit(rnd: random.Random, path: str, data: bytes, tag: str) -> bytes:
