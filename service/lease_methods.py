@@ -211,9 +211,9 @@ async def trunk_names(call: Call, rs: RepoState, items: list[dict]) -> set[tuple
     """(container, name) of what trunk defines in the containers `items` insert into with names;
     read off the writer (a table may need a parse)."""
     paths = sorted({split(it["symbol"])[0] for it in items if it["kind"] == "insert" and it.get("names")})
-    if not paths:
-        return set()
     d, trunk = call.daemon, rs.trunk
+    if not paths or not trunk:
+        return set()
 
     def work() -> set[tuple[str, str]]:
         store = d.store(rs.name)        # this thread's handle
@@ -222,7 +222,7 @@ async def trunk_names(call: Call, rs: RepoState, items: list[dict]) -> set[tuple
         for path in paths:
             try:
                 blob = tree[path]
-            except KeyError:
+            except (KeyError, ValueError, TypeError):   # no such file: nothing defined there
                 continue
             if blob.type_str != "blob":
                 continue
