@@ -13,7 +13,8 @@ container, after renames on each side are mapped back to the base name. Then, pe
   conflicts the symbol is `conflict:<symbol>`. Delete against modify and two different
   additions of one name are conflicts;
 - the text between symbols is line-merged; a conflict there belongs to the container's own
-  text (`path#<file>`, `path#Type.<def>`). Hunks made only of imports take both sides.
+  text (`path#<file>`, `path#Type.<def>`). A hunk where both sides only added imports takes
+  both sides' lines; one where either side removed a line stays a conflict (textmerge.py).
 
 The caller checks that the result still parses, so a splice never yields a file its grammar
 cannot read without saying so.
@@ -164,28 +165,30 @@ class SymbolMerger:
         owner = base.qualified or ours.qualified
         out: list[Segment] = list(self._text(base.head, ours.head, theirs.head, owner))
         first = True
+        # the head leads to a side's first symbol, whose own lead is empty by construction:
+        # it says nothing of what stands before that symbol elsewhere
+        firsts = [next(iter(side.units), None) for side in (base, ours, theirs)]
         for key in _order(base, ours, theirs):
             b, o, t = base.units.get(key), ours.units.get(key), theirs.units.get(key)
             body = self._unit(b, o, t)
             if body is None:
                 continue
-            # the head already leads to the first symbol; one that was first on its side and
-            # is not now needs a separator: a sibling's, else a line break
-            lead = [] if first else self._lead(b, o, t, owner)
-            if not first and lead == [b""] and all(
-                    next(iter(side.units)) == key for side in (ours, theirs) if key in side.units):
-                lead = [_sibling_lead(ours, theirs)]
-            out.extend(lead)
+            leads = [u.lead if u is not None and key != f else None for u, f in zip((b, o, t), firsts)]
+            out.extend([] if first else self._lead(*leads, owner, ours, theirs))
             out.extend(body)
             first = False
         out.extend(self._text(base.tail, ours.tail, theirs.tail, owner))
         return out
 
-    def _lead(self, b: Unit | None, o: Unit | None, t: Unit | None, owner: str | None) -> list[Segment]:
-        lo, lt = (o.lead if o else None), (t.lead if t else None)
+    def _lead(self, lb: bytes | None, lo: bytes | None, lt: bytes | None, owner: str | None,
+              ours: Outline, theirs: Outline) -> list[Segment]:
+        """The text before a symbol that is not first now, from its leads (None: absent on
+        that side, or first there); with none at all, a sibling's separator."""
+        if lo is None and lt is None:
+            return [_sibling_lead(ours, theirs)]
         if lo is None or lt is None:
-            return [lo if lo is not None else lt or b""]
-        lb = b.lead if b else lo
+            return [lo if lo is not None else lt]
+        lb = lo if lb is None else lb
         if lo == lt or lt == lb:
             return [lo]
         if lo == lb:

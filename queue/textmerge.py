@@ -2,15 +2,19 @@
 
 libgit2 has already line-merged the whole file when this runs; this merges parts of it (one
 symbol, the text between symbols) and keeps each conflict as a `Clash` so that `sync` can write
-it with its own markers. A conflicting hunk in which every line is an import (or blank) is
-settled by taking both sides' additions and both sides' removals: imports added on both sides
-at one place are the commonest false conflict.
+it with its own markers. A conflicting hunk in which both sides only added lines, every one an
+import (or blank), is settled by taking both sides' additions: imports added on both sides at one
+place are the commonest false conflict. A hunk where either side removed a line is a conflict
+even among imports: a removed line beside added ones may be a rewrite (a switched dependency),
+and a rewrite against a removal is delete against modify.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from difflib import SequenceMatcher
 from typing import Callable, Union
+
+import pygit2
+from pygit2.enums import DiffOption
 
 
 @dataclass(frozen=True)
@@ -24,14 +28,35 @@ Segment = Union[bytes, Clash]
 
 
 def lines(data: bytes) -> list[bytes]:
-    return data.splitlines(keepends=True)
+    """Lines as git and tree-sitter count them: ended by `\n` only (a lone `\r` is text)."""
+    parts = data.split(b"\n")
+    return [p + b"\n" for p in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
+
+
+def _kept(old: list[bytes], new: list[bytes]) -> list[tuple[int, int, int]]:
+    """(old_lo, new_lo, n) runs of lines that git's own diff (libgit2's xdiff) keeps, ending
+    with (len old, len new, 0). git's alignment, not difflib's: where a line moved, the two
+    can pair different copies, and a merge that pairs them otherwise than git resolves
+    move-against-delete cleanly by bringing the deleted line back."""
+    patch = pygit2.Patch.create_from(b"".join(old), b"".join(new), context_lines=0,
+                                     interhunk_lines=0, flag=DiffOption.FORCE_TEXT)
+    out, i, j = [], 0, 0
+    for h in patch.hunks:
+        lo = h.old_start - 1 if h.old_lines else h.old_start    # an insertion names the line before
+        if lo > i:
+            out.append((i, j, lo - i))
+        j += lo - i + h.new_lines
+        i = lo + h.old_lines
+    if len(old) > i:
+        out.append((i, j, len(old) - i))
+    out.append((len(old), len(new), 0))
+    return out
 
 
 def _sync_regions(base: list[bytes], a: list[bytes], b: list[bytes]):
     """Runs of base lines that both sides kept, as (base_lo, base_hi, a_lo, a_hi, b_lo, b_hi),
     ending with an empty region at the three ends."""
-    ma = SequenceMatcher(None, base, a, autojunk=False).get_matching_blocks()
-    mb = SequenceMatcher(None, base, b, autojunk=False).get_matching_blocks()
+    ma, mb = _kept(base, a), _kept(base, b)
     out = []
     i = j = 0
     while i < len(ma) and j < len(mb):
@@ -74,19 +99,13 @@ def merge_lines(base: bytes, ours: bytes, theirs: bytes,
             out.append(b"".join(ht))
         elif ht == hb or ha == ht:
             out.append(b"".join(ha))
-        elif is_import is not None and all(is_import(x) for x in hb + ha + ht):
-            out.append(b"".join(_union(hb, ha, ht)))
+        elif is_import is not None and not hb and all(is_import(x) for x in ha + ht):
+            out.append(b"".join(ha + [x for x in ht if x not in ha]))
         else:
             out.append(Clash(b"".join(ha), b"".join(ht)))
         out.append(b"".join(lb[b_lo:b_hi]))
         zb, za, zt = b_hi, a_hi, t_hi
     return _joined(out)
-
-
-def _union(base: list[bytes], ours: list[bytes], theirs: list[bytes]) -> list[bytes]:
-    """Ours' lines that theirs did not remove, then theirs' additions."""
-    kept = [x for x in ours if x in theirs or x not in base]
-    return kept + [x for x in theirs if x not in ours and x not in base]
 
 
 def _joined(segments: list[Segment]) -> list[Segment]:

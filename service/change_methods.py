@@ -11,8 +11,8 @@ from lonca.symbols import SYMBOLS_ENGINE, compare_claim
 
 from . import scope as scopes
 from .change_build import build_commit, check_files, commit_exists, facts_of, new_change_id
-from .lease_methods import advice, detail, held_detail
-from .lease_model import FILE, bare_name, covers, parent_of, split
+from .lease_methods import advice, detail, held_detail, name_reasons, own_items
+from .lease_model import FILE, bare_name, covers, member, parent_of, split
 from .log import Draft, allow, deny
 from .methods import Call, method
 from .reducers import touched_paths
@@ -68,21 +68,8 @@ def satisfied(need: dict, have: dict) -> bool:
         if hk == "insert":
             return hs == ns and (have.get("names") is None or set(names) <= set(have["names"]))
         return hk in ("edit", "rename", "shared") and (
-            covers(hs, ns) or bool(names) and all(covers(hs, _member(ns, n)) for n in names))
+            covers(hs, ns) or bool(names) and all(covers(hs, member(ns, n)) for n in names))
     return hk in ("edit", "rename", "shared") and covers(hs, ns)
-
-
-def _member(container: str, name: str) -> str:
-    path, qual = split(container)
-    return f"{path}#{name}" if qual == FILE else f"{container}.{name}"
-
-
-def own_items(rs: RepoState, session: str, now: int) -> list[tuple[str, dict]]:
-    out = []
-    for sid in rs.sets_by_session.get(session, ()):
-        s = rs.sets[sid]
-        out += [(sid, item) for item, _ in rs.live_items(s, now)]
-    return out
 
 
 def lease_standing(rs: RepoState, session: str | None, needs: list[dict], now: int):
@@ -90,12 +77,16 @@ def lease_standing(rs: RepoState, session: str | None, needs: list[dict], now: i
     own = own_items(rs, session, now) if session else []
     missing, details, used = [], [], []
     for need in needs:
-        matches = [(sid, it) for sid, it in own if satisfied(need, it)]
-        if matches:
-            used += matches
-            own_set = rs.sets[matches[0][0]]
+        # an insert's names may be held in one item or one item per name
+        parts = [{**need, "names": [n]} for n in need["names"]] if need.get("names") else [need]
+        found = [[(sid, it) for sid, it in own if satisfied(part, it)] for part in parts]
+        if all(found):
+            used += [m for matches in found for m in matches]
+            own_set = rs.sets[found[0][0][0]]
             details.append(detail("held_by_you", need, session, None, own_set.intent, own_set.expires_ms, own_set.id))
             continue
+        if any(found):      # what is missing is the names not held
+            need = {**need, "names": [p["names"][0] for p, f in zip(parts, found) if not f]}
         missing.append(need)
         holders = rs.holders([need], session or "", now)
         if not holders:
@@ -175,6 +166,9 @@ def decide_proposal(rs: RepoState, session: str, change: str | None, facts: dict
         deny_r.append("scope_max_lines")
     missing, details, used = lease_standing(rs, session, needed(facts, rs), now)
     deny_r += [f"lease_missing:{m['symbol']}" for m in missing]
+    named, named_details = name_reasons(rs, session, facts, now)
+    deny_r += named
+    details += named_details
     if rs.policy.agent_changes == "human":
         esc_r.append("review_required")
     esc_r += [f"critical_path:{p}" for p in paths if rs.policy.critical(p)]

@@ -1,13 +1,16 @@
 """lease.acquire, lease.release, lease.renew, lease.interest: deciding them (how their entries
 change the state is in reducers.py). Answers that meet a holder carry `details` and `advice`."""
+import asyncio
 import re
 import secrets
 import time as _time
 
 from lonca.protocol import LoncaError
+from lonca.symbols.twins import first_id, is_twin, one_definition
 
+from . import gitstore
 from . import scope as scopes
-from .lease_model import LeaseSet, any_conflict
+from .lease_model import LeaseSet, any_conflict, bare_name, member, parent_of, split
 from .log import Draft, allow, deny
 from .methods import Call, method
 from .state import RepoState
@@ -49,10 +52,11 @@ def item_problems(items: list[dict], rs: RepoState) -> list[str]:
 def detail(code: str, item: dict, holder_session: str | None = None, holder_agent: str | None = None,
            intent: str | None = None, expires_ms: int | None = None, set_id: str | None = None,
            pinned_to: str | None = None) -> dict:
-    """One entry of `details` (seed 001, "details"): where a needed item stands."""
+    """One entry of `details` (seed 001, "details"): where a needed item stands. `names` are those
+    of the insert it is about (for a free one, the names to reserve); null for other kinds."""
     return {"code": code, "symbol": item["symbol"], "needed_kind": item["kind"], "holder_session": holder_session,
             "holder_agent": holder_agent, "intent": intent, "expires_ms": expires_ms, "set": set_id,
-            "pinned_to": pinned_to}
+            "pinned_to": pinned_to, "names": item.get("names")}
 
 
 def held_detail(rs: RepoState, s: LeaseSet, item: dict, pinned: str | None = None) -> dict:
@@ -62,17 +66,52 @@ def held_detail(rs: RepoState, s: LeaseSet, item: dict, pinned: str | None = Non
                   None if pinned else s.expires_ms, s.id, pinned)
 
 
+def _until(d: dict) -> str:
+    if d["pinned_to"]:
+        return f" until change {d['pinned_to']} leaves the queue"
+    if d["expires_ms"]:
+        return f" until {_time.strftime('%H:%M:%S', _time.gmtime(d['expires_ms'] / 1000))} UTC"
+    return ""
+
+
+def _who(d: dict) -> str:
+    return f"{d['holder_agent']} (session {d['holder_session']})" if d["holder_agent"] else f"session {d['holder_session']}"
+
+
+def _names(d: dict) -> str:
+    return ", ".join(d["names"] or ())
+
+
+def _sentence(d: dict) -> str | None:
+    """What stands in the way, and what to do about it, for one detail; None for what does not."""
+    sym, code = d["symbol"], d["code"]
+    what = f"{sym} (adding {_names(d)})" if d["names"] else sym
+    if code == "lease_held":
+        return (f"{what} is held by {_who(d)} for \"{d['intent']}\"{_until(d)}: settle it with negotiate, "
+                "or wait for it with lease.interest")
+    if code == "lease_wanted":
+        return (f"{what} is wanted by {_who(d)}, who waits for it for \"{d['intent']}\"{_until(d)} and goes "
+                "first: settle it with negotiate, or wait in line with lease.interest")
+    if code == "lease_reserved":
+        return (f"{what} was freed and is reserved for {_who(d)}{_until(d)}: try again after that, "
+                "or wait for it with lease.interest")
+    if code == "name_reserved":
+        return (f"{_names(d)} in {sym} is reserved by {_who(d)} for \"{d['intent']}\"{_until(d)}: "
+                "choose another name, or settle it with negotiate")
+    if code == "conflict":
+        return (f"{sym} already defines {_names(d)}: choose another name, or take an edit lease on the "
+                "existing definition and change it there")
+    return None     # held_by_you, free: nobody is in the way
+
+
 def advice(details: list[dict]) -> str | None:
-    held = [d for d in details if d["holder_session"]]
-    if not held:
+    """The details in sentences for a model: who is in the way and what to do. Nothing about
+    what the caller holds itself; None when nothing is in the way."""
+    parts = [x for x in map(_sentence, details) if x]
+    if not parts:
         return None
-    parts = []
-    for d in held[:5]:
-        until = "until its change leaves the queue" if d["pinned_to"] else (
-            f"until {_time.strftime('%H:%M:%S', _time.gmtime(d['expires_ms'] / 1000))} UTC" if d["expires_ms"] else "")
-        parts.append(f"{d['symbol']} is {'wanted' if d['code'] == 'lease_wanted' else 'held'} by {d['holder_agent']} "
-                     f"(session {d['holder_session']}) for \"{d['intent']}\" {until}".rstrip())
-    return "; ".join(parts) + ". Settle it with negotiate, or wait for it with lease.interest."
+    more = f" ({len(parts) - 5} more in details)" if len(parts) > 5 else ""
+    return "; ".join(parts[:5]) + more + "."
 
 
 def conflicts(rs: RepoState, session: str, items: list[dict], now: int) -> tuple[list[str], list[dict]]:
@@ -93,6 +132,119 @@ def conflicts(rs: RepoState, session: str, items: list[dict], now: int) -> tuple
     return list(dict.fromkeys(reasons)), details
 
 
+def own_items(rs: RepoState, session: str, now: int) -> list[tuple[str, dict]]:
+    """(set, item) of what `session` holds now, pinned items included."""
+    out = []
+    for sid in rs.sets_by_session.get(session, ()):
+        s = rs.sets[sid]
+        out += [(sid, item) for item, _ in rs.live_items(s, now)]
+    return out
+
+
+# -- one definition per name: names other sessions reserved, names trunk defines -----------------
+
+def reservers(rs: RepoState, session: str, container: str, name: str, now: int) -> list[tuple[LeaseSet, str | None]]:
+    """(set, pinned change) of other sessions whose insert on `container` names `name`, held now
+    or pinned to a change in flight."""
+    out = []
+    for sid, held in rs.index.on_path(split(container)[0]).items():
+        s = rs.sets[sid]
+        if s.session == session:
+            continue
+        live = rs.set_live(s, now)
+        for it, pinned in held:
+            if (pinned is not None or live) and it["kind"] == "insert" and it["symbol"] == container \
+                    and name in (it.get("names") or ()):
+                out.append((s, pinned))
+                break
+    return out
+
+
+def _reserved(rs: RepoState, session: str, symbol: str, now: int) -> tuple[list[str], list[dict]]:
+    """name_reserved reasons and details for adding `symbol` (a new name, or a rename's)."""
+    container, name = parent_of(symbol), bare_name(symbol)
+    reasons, details = [], []
+    for s, pinned in reservers(rs, session, container, name, now):
+        reasons.append(f"name_reserved:{symbol}:{s.session}")
+        rec = rs.sessions.get(s.session)
+        details.append(detail("name_reserved", {"symbol": container, "kind": "insert", "names": [name]}, s.session,
+                              rec.agent if rec else None, s.intent, None if pinned else s.expires_ms, s.id, pinned))
+    return reasons, details
+
+
+def _defined(symbol: str) -> tuple[str, dict]:
+    """The reason and detail for adding `symbol` where its scope already defines the name."""
+    container, name = parent_of(symbol), bare_name(symbol)
+    return f"conflict:{member(container, name)}", detail("conflict", {"symbol": container, "kind": "insert",
+                                                                      "names": [name]})
+
+
+def name_reasons(rs: RepoState, session: str, facts: dict, now: int) -> tuple[list[str], list[dict]]:
+    """A proposal's additions and renames onto a name another session reserved
+    (name_reserved:<symbol>:<session>) or that the scope already defines (conflict:<symbol>: the
+    facts number a second definition `~2`), unless the session leases that very definition
+    (an edit lease on `p#f` may add an overload of `f`; one on the class or file does not).
+    Renamed symbols are among the additions (facts)."""
+    reasons, details = [], []
+    mine = {it["symbol"] for _, it in own_items(rs, session, now) if it["kind"] in ("edit", "rename")}
+    for sym in facts["adds"]:
+        path, qual = split(sym)
+        if qual.endswith(".<append>"):
+            continue
+        existing = member(parent_of(sym), bare_name(sym))
+        if is_twin(qual) and one_definition(path, bare_name(sym)) and existing not in mine:
+            why, d = _defined(sym)
+            reasons.append(why)
+            details.append(d)
+        r, ds = _reserved(rs, session, f"{path}#{first_id(qual)}", now)
+        reasons += r
+        details += ds
+    return reasons, details
+
+
+async def trunk_names(call: Call, rs: RepoState, items: list[dict]) -> set[tuple[str, str]]:
+    """(container, name) of what trunk defines in the containers `items` insert into with names;
+    read off the writer (a table may need a parse)."""
+    paths = sorted({split(it["symbol"])[0] for it in items if it["kind"] == "insert" and it.get("names")})
+    d, trunk = call.daemon, rs.trunk
+    if not paths or not trunk:
+        return set()
+
+    def work() -> set[tuple[str, str]]:
+        store = d.store(rs.name)        # this thread's handle
+        tree = gitstore.commit_of(store, trunk).tree
+        out = set()
+        for path in paths:
+            try:
+                blob = tree[path]
+            except (KeyError, ValueError, TypeError):   # no such file: nothing defined there
+                continue
+            if blob.type_str != "blob":
+                continue
+            table = d.symbols.table(path, str(blob.id), lambda b=blob: store[b.id].data)
+            out |= {(parent_of(f"{path}#{first_id(s.qualified)}"), s.name) for s in table.symbols
+                    if s.kind not in ("file", "def")}
+        return out
+    return await asyncio.to_thread(work)
+
+
+def insert_name_reasons(rs: RepoState, session: str, items: list[dict], defined: set[tuple[str, str]],
+                        now: int) -> tuple[list[str], list[dict]]:
+    """An insert's names that another session reserved, or that trunk defines in that container."""
+    reasons, details = [], []
+    for it in items:
+        if it["kind"] != "insert" or not isinstance(it.get("names"), list):
+            continue
+        for name in it["names"]:
+            sym = member(it["symbol"], name)
+            if (it["symbol"], name) in defined and one_definition(split(sym)[0], name):
+                why, d = _defined(sym)
+                reasons.append(why)
+                details.append(d)
+            reasons += _reserved(rs, session, sym, now)[0]     # the holder's detail is lease_held's
+    return reasons, details
+
+
 def _ttl(value, rs: RepoState) -> int:
     return min(DEFAULT_TTL_MS if value is None else value, rs.policy.max_ttl_ms)
 
@@ -105,6 +257,7 @@ async def acquire(call: Call) -> dict:
     intent = p.get("intent") or ""
     set_id = p.get("set") or f"ls-{secrets.token_hex(8)}"
     ttl = _ttl(p.get("ttl_ms"), rs)
+    defined = await trunk_names(call, rs, items)
 
     def decide() -> Draft:
         now = d.now_ms()
@@ -120,6 +273,9 @@ async def acquire(call: Call) -> dict:
             reasons.append("lease_hold_limit")
         held, details = conflicts(rs, me, items, now)
         reasons += held
+        named, named_details = insert_name_reasons(rs, me, items, defined, now)
+        reasons += named
+        details += named_details
         decision = deny(*reasons) if reasons else allow()
 
         def result(entry: dict) -> dict:

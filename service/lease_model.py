@@ -49,6 +49,12 @@ def bare_name(symbol: str) -> str:
     return rest
 
 
+def member(container: str, name: str) -> str:
+    """The id of member `name` of a container: `p#C` -> `p#C.name`, `p#<file>` -> `p#name`."""
+    path, qual = split(container)
+    return f"{path}#{name}" if qual == FILE else f"{container}.{name}"
+
+
 def items_conflict(x: dict, y: dict) -> bool:
     """Whether items of two different sessions conflict."""
     if x["kind"] == "shared" and y["kind"] == "shared":
@@ -63,8 +69,7 @@ def items_conflict(x: dict, y: dict) -> bool:
             c, so = ins["symbol"], other["symbol"]
             if covers(so, c):
                 return True  # editing the whole container while someone adds to it
-            return any(covers(f"{c}.{n}" if split(c)[1] != FILE else f"{split(c)[0]}#{n}", so)
-                       or covers(so, f"{c}.{n}") for n in ins.get("names") or ())
+            return any(covers(member(c, n), so) or covers(so, member(c, n)) for n in ins.get("names") or ())
     return covers(sx, sy) or covers(sy, sx)
 
 

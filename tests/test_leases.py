@@ -275,3 +275,149 @@ def test_a_new_signature_names_the_leases_it_affects(env):
     assert res["facts"]["affected"] == ["app.py#Client.pay"]
     assert res["decision"] == {"outcome": "allow", "reasons": [
         "signature_change:app.py#charge", f"affected_lease:{b_s['session']}:{held['set']}"]}
+
+
+# -- issue 11: one definition per name, leases that add up, advice that is true ------------------
+
+REFUND_AFTER_CHARGE = APP.replace("\n\nclass Client:", "\n\ndef refund(amount):\n    return -amount\n\n\nclass Client:")
+REFUND_AT_END = APP + "\n\ndef refund(amount):\n    return amount * -1\n"
+
+
+def _insert(container: str, *names: str) -> dict:
+    return {"symbol": container, "kind": "insert", "names": list(names)}
+
+
+def _trunk_text(env, token: str, path: str) -> str:
+    files = {f["path"]: f for f in env.client.call("tree", {"commit": env.trunk, "with_content": True}, token=token)}
+    return base64.b64decode(files[path]["content_b64"]).decode()
+
+
+def _integrated_and_released(env, token: str, lease: dict, base: str, text: str) -> None:
+    res = propose(env.client, token, base, {"app.py": text})
+    assert res["decision"]["outcome"] == "allow", res["decision"]
+    wait_status(env.client, token, res["change"], "integrated")
+    assert env.client.call("lease.release", {"set": lease["set"]}, token=token)["decision"]["outcome"] == "allow"
+
+
+def test_same_new_function_added_by_two_agents_is_a_conflict(env):
+    a, b = env.agent("a")["token"], env.agent("b")["token"]
+    c = env.client
+    old_base = env.trunk
+    la = acquire(c, a, _insert("app.py#<file>", "refund"), intent="add refunds")
+    # b's insert names nothing, so it meets no reserved name, and trunk has no refund yet
+    assert acquire(c, b, {"symbol": "app.py#<file>", "kind": "insert"}, intent="add things")["decision"]["outcome"] == "allow"
+    _integrated_and_released(env, a, la, old_base, REFUND_AFTER_CHARGE)
+    # from its older base, b adds the same function elsewhere in the file: git merges it cleanly
+    res = propose(c, b, old_base, {"app.py": REFUND_AT_END})
+    assert res["decision"]["outcome"] == "allow", res["decision"]
+    got = wait_status(c, b, res["change"], "conflicted")
+    assert got["status"] == {"status": "conflicted", "symbols": ["app.py#refund"]}
+    assert _trunk_text(env, a, "app.py").count("def refund") == 1
+
+
+def test_rename_onto_a_name_trunk_added_since_the_base_is_a_conflict(env):
+    a, b = env.agent("a")["token"], env.agent("b")["token"]
+    c = env.client
+    old_base = env.trunk
+    la = acquire(c, a, _insert("app.py#<file>", "refund"), intent="add refunds")
+    _integrated_and_released(env, a, la, old_base, REFUND_AFTER_CHARGE)
+    acquire(c, b, {"symbol": "lib/util.py#helper", "kind": "rename"}, intent="rename helper")
+    assert acquire(c, b, {"symbol": "app.py#charge", "kind": "rename"}, intent="charge is a refund")["decision"]["outcome"] == "allow"
+    res = propose(c, b, old_base, {"app.py": APP.replace("def charge(amount)", "def refund(amount)")})
+    assert res["facts"]["renames"] == [["app.py#charge", "app.py#refund"]]
+    assert res["decision"]["outcome"] == "allow", res["decision"]
+    got = wait_status(c, b, res["change"], "conflicted")
+    assert "app.py#refund" in got["status"]["symbols"]
+    assert _trunk_text(env, a, "app.py").count("def refund") == 1
+
+
+def test_rename_onto_a_reserved_name_is_name_reserved(env):
+    a_s, b = env.agent("a"), env.agent("b")["token"]
+    c = env.client
+    held = acquire(c, a_s["token"], _insert("app.py#<file>", "refund"), intent="add refunds")
+    assert acquire(c, b, {"symbol": "app.py#charge", "kind": "rename"}, intent="rename")["decision"]["outcome"] == "allow"
+    res = propose(c, b, env.trunk, {"app.py": APP.replace("def charge(amount)", "def refund(amount)")})
+    assert res["decision"]["outcome"] == "deny"
+    assert f"name_reserved:app.py#refund:{a_s['session']}" in res["decision"]["reasons"]
+    d = next(x for x in res["details"] if x["code"] == "name_reserved")
+    assert (d["symbol"], d["names"], d["holder_session"], d["holder_agent"], d["set"]) == \
+        ("app.py#<file>", ["refund"], a_s["session"], "a", held["set"])
+    assert res["advice"].startswith("refund in app.py#<file> is reserved by a (session") and "another name" in res["advice"]
+
+
+def test_insert_onto_a_reserved_name_is_name_reserved(env):
+    a_s, b = env.agent("a"), env.agent("b")["token"]
+    c = env.client
+    acquire(c, a_s["token"], _insert("app.py#Client", "refund"), intent="add refunds")
+    res = acquire(c, b, _insert("app.py#Client", "void", "refund"), intent="more")
+    assert res["decision"]["outcome"] == "deny"
+    assert f"name_reserved:app.py#Client.refund:{a_s['session']}" in res["decision"]["reasons"]
+    assert res["details"][0]["names"] == ["refund"] and res["details"][0]["holder_agent"] == "a"
+
+
+def test_insert_or_rename_onto_an_existing_name_is_refused(env):
+    a = env.agent("a")["token"]
+    c = env.client
+    res = acquire(c, a, _insert("app.py#Client", "pay"), intent="a second pay")
+    assert res["decision"] == {"outcome": "deny", "reasons": ["conflict:app.py#Client.pay"]}
+    assert res["details"] == [{"code": "conflict", "symbol": "app.py#Client", "needed_kind": "insert", "names": ["pay"],
+                               "holder_session": None, "holder_agent": None, "intent": None, "expires_ms": None,
+                               "set": None, "pinned_to": None}]
+    assert "already defines pay" in res["advice"]
+    # a rename onto a name the base defines: the facts number the second definition
+    acquire(c, a, {"symbol": "app.py#Client", "kind": "edit"}, intent="rework the client")
+    acquire(c, a, {"symbol": "app.py#charge", "kind": "rename"}, intent="rename charge")
+    text = APP + "\n\ndef pay():\n    return 0\n"
+    acquire(c, a, _insert("app.py#<file>", "pay"), intent="a top-level pay")
+    assert propose(c, a, env.trunk, {"app.py": text})["decision"]["outcome"] == "allow"  # another scope
+    renamed = APP.replace("def pay(self):\n        return charge(1)\n", "def pay(self):\n        return charge(1)\n"
+                          "    def payment(self):\n        return 2\n")
+    acquire(c, a, _insert("app.py#Client", "payment"), intent="payments")
+    base = env.trunk
+    onto = renamed.replace("def payment(self)", "def pay(self)")
+    res = propose(c, a, base, {"app.py": onto})
+    assert res["decision"]["outcome"] == "deny" and "conflict:app.py#Client.pay" in res["decision"]["reasons"]
+
+
+def test_one_insert_lease_per_new_function(env):
+    a = env.agent("a")["token"]
+    c = env.client
+    got = acquire(c, a, _insert("app.py#Client", "refund"), _insert("app.py#Client", "void"), intent="two methods")
+    assert got["decision"]["outcome"] == "allow"
+    both = APP + "    def refund(self):\n        return 0\n    def void(self):\n        return 1\n"
+    res = propose(c, a, env.trunk, {"app.py": both})
+    assert res["decision"]["outcome"] == "allow", res["decision"]
+    assert res["details"] == [] and res["advice"] is None
+
+
+def test_refusal_details_carry_names_and_only_what_is_missing(env):
+    a = env.agent("a")["token"]
+    c = env.client
+    acquire(c, a, _insert("app.py#Client", "refund"), intent="one method")
+    three = APP + "    def refund(self):\n        return 0\n    def void(self):\n        return 1\n"
+    res = propose(c, a, env.trunk, {"app.py": three})
+    assert res["decision"]["outcome"] == "deny" and res["decision"]["reasons"] == ["lease_missing:app.py#Client"]
+    assert [(d["code"], d["symbol"], d["needed_kind"], d["names"]) for d in res["details"]] == \
+        [("free", "app.py#Client", "insert", ["void"])]
+    pre = c.call("facts.preview", {"base": env.trunk, "files": [{"path": "app.py", "content_b64": base64.b64encode(three.encode()).decode(),
+                                                                  "mode": None}]}, token=a)
+    assert pre["acquire"] == [{"symbol": "app.py#Client", "kind": "insert", "names": ["void"]}]
+
+
+def test_advice_is_true_about_holders_and_own_leases(env):
+    me_s, other = env.agent("me"), env.agent("other")
+    c = env.client
+    acquire(c, me_s["token"], "app.py#charge", intent="mine")
+    acquire(c, other["token"], "app.py#Client.pay", intent="theirs")
+    res = propose(c, me_s["token"], env.trunk, {"app.py": APP.replace("amount * 2", "amount * 3").replace("charge(1)", "charge(9)")})
+    assert res["decision"]["outcome"] == "deny"
+    assert "None" not in res["advice"] and me_s["session"] not in res["advice"]
+    assert res["advice"].startswith("app.py#Client.pay is held by other") and "negotiate" in res["advice"]
+    # a reservation is called one
+    waiter = env.agent("waiter")
+    c.call("lease.interest", {"items": [{"symbol": "app.py#Client.pay", "kind": "edit"}], "intent": "next"}, token=waiter["token"])
+    c.call("lease.release", {"set": next(l["set"] for l in env.status()["leases"] if l["session"] == other["session"])},
+           token=other["token"])
+    res = acquire(c, me_s["token"], "app.py#Client.pay", intent="me first")
+    assert res["decision"]["reasons"] == [f"lease_reserved:{waiter['session']}"]
+    assert "reserved for waiter" in res["advice"] and "held" not in res["advice"]

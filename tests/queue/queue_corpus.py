@@ -72,6 +72,12 @@ def h():
     return os.sep
 '''
 
+PY_JSON = PY.replace(b"import os\n", b"import os\nimport json\n\nTIMEOUT = 5\n")
+PY_G3 = PY.replace(b"    z = x * 2\n    return z\n", b"    z = x * 2\n    w = z + 1\n    return w\n")
+PY_OVERLOADS = PY.replace(b"def f(x):\n", b"@overload\ndef f(x: int) -> int: ...\n@overload\ndef f(x: str) -> str: ...\ndef f(x):\n")
+PY_ONE_CLASS = b"import os\n\n\nclass C:\n    def m(self):\n        return 1\n"
+PY_TWO_LINES = PY.replace(b"    z = x * 2\n", b"    z = x * 2\n    w = x + 1\n")
+
 JS = b'''import { a } from "./a.js";
 
 export function f(x) {
@@ -214,6 +220,38 @@ SCENARIOS: list[Scenario] = [
              sub(PY, (b"return 2\n", b"return 2\n    def q(self):\n        return 4\n")), "conflict",
              merged=sub(PY, (b"return 2\n", b"return 2\n    def p(self):\n        return 3\n"
                                              b"    def q(self):\n        return 4\n"))),
+    # --- issue 11: one definition per name, delete against modify, move against delete ---
+    clash("py_both_add_same_name_apart", "src/a.py", PY,
+          sub(PY, (b"\n\n\ndef g(x):", b"\n\n\ndef k():\n    return 'trunk'\n\n\ndef g(x):")),
+          PY + b"\n\ndef k():\n    return 'change'\n", "clean", ["src/a.py#k"], [b"    return 'change'\n"]),
+    clash("py_rename_onto_a_name_the_other_side_added", "src/a.py", PY,
+          sub(PY, (b"\n\n\ndef g(x):", b"\n\n\ndef k():\n    return 'trunk'\n\n\ndef g(x):")),
+          sub(PY, (b"def h():", b"def k():")), "clean", ["src/a.py#k"], [b"def k():\n    return os.sep\n"]),
+    clash("py_import_rewritten_against_deleted", "src/a.py", PY_JSON,
+          sub(PY_JSON, (b"import json\n", b"import simplejson as json\n")), sub(PY_JSON, (b"import json\n", b"")),
+          "conflict", ["src/a.py#<file>"], [b"import simplejson as json\n"]),
+    clash("py_import_added_beside_one_deleted", "src/a.py", PY_JSON,
+          sub(PY_JSON, (b"import json\n", b"import json\nimport re\n")), sub(PY_JSON, (b"import json\n", b"")),
+          "conflict", ["src/a.py#<file>"], [b"import re\n"]),
+    clash("py_module_statement_deleted_against_modified", "src/a.py", PY_JSON,
+          sub(PY_JSON, (b"TIMEOUT = 5\n", b"TIMEOUT = 50\n")), sub(PY_JSON, (b"TIMEOUT = 5\n", b"")),
+          "conflict", ["src/a.py#<file>"], [b"TIMEOUT = 50\n"]),
+    clash("py_line_moved_against_deleted", "src/a.py", PY_TWO_LINES,
+          sub(PY_TWO_LINES, (b"    z = x * 2\n    w = x + 1\n", b"    w = x + 1\n    z = x * 2\n")),
+          sub(PY_TWO_LINES, (b"    w = x + 1\n", b"")), "conflict", ["src/a.py#g"], [b"    w = x + 1\n"]),
+    clash("py_body_moved_to_a_new_function_against_an_edit_of_it", "src/a.py", PY_G3,
+          sub(PY_G3, (b"def g(x):\n", b"def g(x):\n    return _g(x)\n\n\ndef _g(x):\n")),
+          sub(PY_G3, (b"    return w\n", b"    return w + 0\n")), "clean", ["src/a.py#g"], [b"    return w + 0\n"]),
+    Scenario("py_function_moved_against_deleted", "src/a.py", PY,
+             sub(PY, (b"\n\ndef h():\n    return os.sep\n", b"")),
+             sub(PY, (b"\n\ndef h():\n    return os.sep\n", b""), (b"def f(x):", b"def h():\n    return os.sep\n\n\ndef f(x):")),
+             "clean", merged=sub(PY, (b"\n\ndef h():\n    return os.sep\n", b""))),
+    clash("py_overload_deleted_against_renamed", "src/a.py", PY_OVERLOADS,
+          sub(PY_OVERLOADS, (b"@overload\ndef f(x: int) -> int: ...\n", b"")),
+          sub(PY_OVERLOADS, (b"def f(x: int) -> int: ...", b"def f_int(x: int) -> int: ...")),
+          "conflict", ["src/a.py#f"], [b"def f_int(x: int) -> int: ...\n"]),
+    clash("py_only_class_deleted_against_a_function_added", "src/a.py", PY_ONE_CLASS, b"import os\n",
+          PY_ONE_CLASS + b"\n\ndef k():\n    return 2\n", "conflict", ["src/a.py#<file>"], [b"def k():\n"]),
     clash("py_unparseable_side", "src/a.py", PY,
           sub(PY, (b"return 1\n", b"return 1)\n")), sub(PY, (b"def n(self):\n", b"def n(self, k=0):\n")),
           "conflict", ["src/a.py#<file>"], [b"        return 1)\n"]),
