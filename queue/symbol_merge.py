@@ -173,8 +173,8 @@ class SymbolMerger:
             body = self._unit(b, o, t)
             if body is None:
                 continue
-            leads = [u.lead if u is not None and key != f else None for u, f in zip((b, o, t), firsts)]
-            out.extend([] if first else self._lead(*leads, owner, ours, theirs))
+            lb, lo, lt = (u.lead if u is not None and key != f else None for u, f in zip((b, o, t), firsts))
+            out.extend([] if first else self._lead(lb, lo, lt, owner, ours, theirs))
             out.extend(body)
             first = False
         out.extend(self._text(base.tail, ours.tail, theirs.tail, owner))
@@ -184,10 +184,10 @@ class SymbolMerger:
               ours: Outline, theirs: Outline) -> list[Segment]:
         """The text before a symbol that is not first now, from its leads (None: absent on
         that side, or first there); with none at all, a sibling's separator."""
-        if lo is None and lt is None:
-            return [_sibling_lead(ours, theirs)]
-        if lo is None or lt is None:
-            return [lo if lo is not None else lt]
+        if lo is None:
+            return [_sibling_lead(ours, theirs)] if lt is None else [lt]
+        if lt is None:
+            return [lo]
         lb = lo if lb is None else lb
         if lo == lt or lt == lb:
             return [lo]
