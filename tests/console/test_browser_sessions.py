@@ -107,3 +107,24 @@ def test_a_flood_of_anonymous_requests_logs_nobody_out(stack, new_page):
     # the rate limit is a console refusal the security page shows
     page.goto(console.url + "/security")
     expect(page.locator("#security .console-events")).to_contain_text("rate_limited")
+
+
+def test_on_https_the_cookie_is_host_prefixed(tmp_path):
+    """Behind TLS the cookie is `__Host-` (Secure, Path=/, no Domain): a sibling host cannot plant
+    it, and a plain `lonca_console` cookie is not read at all."""
+    from starlette.testclient import TestClient
+
+    from lonca.console.app import create_app
+    from lonca.console.settings import make
+
+    app = create_app(make("localhost", 8443, "https://review.example.com", socket=tmp_path / "none.sock"))
+    with TestClient(app, base_url="https://review.example.com") as client:
+        first = client.get("/enrol").headers["set-cookie"]
+        assert first.startswith("__Host-lonca_console=") and "; Secure" in first and "Path=/" in first
+        assert "domain" not in first.lower()
+        sid = first.split("=", 1)[1].split(";")[0]
+        client.cookies.clear()
+        again = client.get("/enrol", headers={"cookie": f"__Host-lonca_console={sid}"})
+        assert "set-cookie" not in again.headers  # the same id, read back
+        planted = client.get("/enrol", headers={"cookie": f"{COOKIE}={sid}"})
+        assert planted.headers["set-cookie"].startswith("__Host-lonca_console=") and sid not in planted.headers["set-cookie"]
