@@ -2,6 +2,7 @@
 the cross-site guard on every POST (the session's CSRF token, and the Origin when one is sent).
 Each refusal here is a console event on the security page."""
 import hmac
+from typing import NoReturn
 
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -26,7 +27,7 @@ def client_of(request: Request) -> str:
     return request.client.host if request.client else "unknown"
 
 
-def refuse(request: Request, kind: str, status: int, detail: str):
+def refuse(request: Request, kind: str, status: int, detail: str) -> NoReturn:
     request.app.state.console_events.add(kind, request.url.path, client_of(request), detail)
     raise HTTPException(status, detail)
 

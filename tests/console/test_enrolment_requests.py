@@ -23,15 +23,16 @@ def b64url(data: bytes) -> str:
     return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
 
 
-def register(console, human: str, address: str) -> httpx.Response:
-    """A registration as a script makes it: attestation "none", a fresh Ed25519 credential."""
+def register(console, human: str, address: str, public: bytes | None = None) -> httpx.Response:
+    """A registration as a script makes it: attestation "none", a fresh Ed25519 credential (or
+    the public key given)."""
     url = console.url.replace("localhost", "127.0.0.1")
     with httpx.Client(base_url=url, timeout=30, transport=httpx.HTTPTransport(local_address=address)) as c:
         csrf = re.search(r'name="csrf-token" content="([^"]+)"', c.get("/enrol").text).group(1)
         begun = c.post("/webauthn/register/begin", json={"human": human}, headers={"X-CSRF-Token": csrf})
         assert begun.status_code == 200, begun.text
         options = begun.json()["options"]
-        public = Ed25519PrivateKey.generate().public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+        public = public or Ed25519PrivateKey.generate().public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
         cred_id = secrets.token_bytes(16)
         auth_data = (hashlib.sha256(options["rp"]["id"].encode()).digest() + bytes([0x41]) + bytes(4) + bytes(16)
                      + len(cred_id).to_bytes(2, "big") + cred_id + cbor2.dumps({1: 1, 3: -8, -1: 6, -2: public}))
@@ -83,6 +84,10 @@ def test_requests_are_rate_limited_never_replaced_and_can_be_declined(stack, new
     expect(events).to_contain_text("enrolment_declined")
     expect(events).to_contain_text(f"alice declined the request of carol (fingerprint {fake})")
     expect(events).to_contain_text("rate_limited")
+
+    # a credential whose Ed25519 key has small order is no key: refused before any request exists
+    forged = register(console, "mallory", "127.0.3.1", public=bytes(32))
+    assert forged.status_code == 422 and "small order" in forged.json()["error"], forged.text
 
 
 def test_requests_are_bounded_and_kept_in_order():
