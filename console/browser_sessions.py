@@ -81,9 +81,6 @@ class SessionStore:
         self._logins: OrderedDict[str, BrowserSession] = OrderedDict()
         self._pending: OrderedDict[str, BrowserSession] = OrderedDict()
 
-    def __len__(self) -> int:
-        return len(self._logins) + len(self._pending)
-
     def csrf_for(self, sid: str) -> str:
         return hmac.new(self._secret, sid.encode(), hashlib.sha256).hexdigest()
 

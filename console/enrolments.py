@@ -26,7 +26,7 @@ class Request:
     human: str
     key: dict
     created_ms: int
-    client: str = ""
+    client: str  # the address it came from, so the human who declines sees a flood's source
 
     @property
     def fingerprint(self) -> str:
@@ -42,7 +42,7 @@ class Enrolments:
     def __init__(self):
         self._requests: dict[str, Request] = {}
 
-    def add(self, human: str, key: dict, client: str = "") -> Request:
+    def add(self, human: str, key: dict, client: str) -> Request:
         self._forget_old()
         same = [r for r in self._requests.values() if r.human == human]
         for r in same:

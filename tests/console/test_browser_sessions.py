@@ -7,7 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 from playwright.sync_api import expect
 
-from console.browser_steps import bootstrap, login
+from console.browser_steps import bootstrap, enrol, login
 
 COOKIE = "lonca_console"
 
@@ -39,6 +39,32 @@ def test_clicking_log_out_ends_the_session(stack, new_page):
     assert cookie_of(page) != before
     old = page_as(console, before, "/repos")
     assert old.status_code == 303 and old.headers["location"] == "/login"
+
+
+def test_the_id_changes_at_each_privilege_change(stack, new_page):
+    worker, console = stack
+    page, _ = new_page()
+    seen = []
+
+    def changed() -> None:
+        now = cookie_of(page)
+        assert now not in seen, "the session id did not change"
+        seen.append(now)
+    page.goto(console.url + "/enrol")
+    changed()
+    assert "create the first repository" in enrol(page, console, "alice")
+    changed()  # a key registered
+    page.fill("#bootstrap input[name=repo]", "demo")
+    page.click("#bootstrap button[type=submit]")  # signed with the new CSRF token the answer carried
+    page.wait_for_url(re.compile(r"/login\?human=alice"))
+    changed()  # a repository created
+    login(page, console, "alice")
+    page.wait_for_url(re.compile(r"/r/demo/review$"))
+    changed()  # logged in
+    page.get_by_role("button", name="Log out").click()
+    page.wait_for_url(re.compile(r"/login$"))
+    changed()  # logged out
+    assert all(page_as(console, sid, "/repos").status_code == 303 for sid in seen)
 
 
 def test_an_id_planted_before_login_is_not_logged_in(stack, new_page):

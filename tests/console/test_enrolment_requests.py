@@ -70,6 +70,7 @@ def test_requests_are_rate_limited_never_replaced_and_can_be_declined(stack, new
     requests = alice.locator("form.enrol-request", has_text="carol asks")
     expect(requests).to_have_count(2)
     expect(requests.first).to_contain_text("2 requests ask for the name carol")
+    expect(requests.filter(has_text=fake)).to_contain_text("from 127.0.0.2")
     alice.locator("form.decline-request", has_text=fake).get_by_role("button").click()
     alice.wait_for_url(re.compile(r"/repos$"))
     expect(requests).to_have_count(1)
@@ -93,15 +94,15 @@ def test_requests_are_rate_limited_never_replaced_and_can_be_declined(stack, new
 def test_requests_are_bounded_and_kept_in_order():
     store = enrolments.Enrolments()
     keys = [{"alg": "ed25519", "public": secrets.token_hex(32)} for _ in range(enrolments.KEPT + 1)]
-    first = [store.add(f"h{i}", k) for i, k in enumerate(keys[:enrolments.KEPT])]
+    first = [store.add(f"h{i}", k, "127.0.0.1") for i, k in enumerate(keys[:enrolments.KEPT])]
     with pytest.raises(enrolments.Refused, match="declines some"):
-        store.add("late", keys[-1])
+        store.add("late", keys[-1], "127.0.0.1")
     assert [r.id for r in store.all()] == [r.id for r in first]  # nothing old pushed out
-    assert store.add("h0", keys[0]) is first[0]  # the same key again is the same request
+    assert store.add("h0", keys[0], "127.0.0.1") is first[0]  # the same key again is the same request
 
     named = enrolments.Enrolments()
     for i in range(enrolments.PER_NAME):
-        named.add("bob", {"alg": "ed25519", "public": secrets.token_hex(32)})
+        named.add("bob", {"alg": "ed25519", "public": secrets.token_hex(32)}, "127.0.0.1")
     with pytest.raises(enrolments.Refused, match="3 enrolment requests for bob wait already"):
-        named.add("bob", {"alg": "ed25519", "public": secrets.token_hex(32)})
+        named.add("bob", {"alg": "ed25519", "public": secrets.token_hex(32)}, "127.0.0.1")
     assert named.namesakes() == {"bob": 3}
