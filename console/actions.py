@@ -12,7 +12,8 @@ from lonca.client import Unreachable
 from lonca.protocol import LoncaError, now_ms, session_start_op
 
 from . import ceremonies
-from .guard import NotLoggedIn, call, describe, guard
+from .enrolments import Refused
+from .guard import NotLoggedIn, call, client_of, describe, guard, refuse
 
 NAME_RE = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 
@@ -86,18 +87,37 @@ async def register_finish(request: Request):
                                              settings.rp_id, settings.origin, require_uv=False)
     except Exception as e:
         return problem(f"the key was not registered: {e}")
-    s.new_key = {"human": pending["human"], "key": key}
     try:
         bootstrap = not await serves_repositories(request)
     except Unreachable as e:
         return problem(describe(e), 503)
     if bootstrap:
-        return JSONResponse({"ok": True, "next": "bootstrap",
+        s.new_key = {"human": pending["human"], "key": key}
+        request.app.state.sessions.rotate(s)  # this session now holds a key: a new id
+        return JSONResponse({"ok": True, "next": "bootstrap", "csrf": s.csrf,
                              "message": f"Key registered for {pending['human']}. Now create the first repository with it."})
-    r = request.app.state.enrolments.add(pending["human"], key)
+    why = request.app.state.enrolment_limit.allow(client_of(request))
+    if why:
+        refuse(request, "rate_limited", 429, f"too many enrolment requests: {why}")
+    try:
+        r = request.app.state.enrolments.add(pending["human"], key, client_of(request))
+    except Refused as e:
+        refuse(request, "enrolment_refused", 429, str(e))
     return JSONResponse({"ok": True, "next": "wait", "message":
                          f"Key registered for {r.human}. An enrolled human enrols you from Repositories; "
                          f"check with them that the fingerprint is {r.fingerprint}. Then log in."})
+
+
+async def decline_enrolment(request: Request):
+    """An enrolled human turns a request down (a name squatted, a key nobody knows)."""
+    s = await guard(request)
+    if not s.logged_in:
+        return RedirectResponse("/login", status_code=303)
+    r = request.app.state.enrolments.remove(str((await request.form()).get("request") or ""))
+    if r is not None:
+        request.app.state.console_events.add("enrolment_declined", request.url.path, client_of(request),
+                                             f"{s.human} declined the request of {r.human} (fingerprint {r.fingerprint})")
+    return RedirectResponse("/repos", status_code=303)
 
 
 # -- signing ceremonies ----------------------------------------------------------------------
@@ -218,13 +238,12 @@ async def ceremony_finish(request: Request):
     try:
         if c.kind == "login":
             res = await pool.call("human.login", {"sig": sig, "ttl_ms": c.ttl_ms})
-            s.log_out()
-            s.human, s.token, s.expires_ms = res["human"], res["token"], res["expires_ms"]
-            s.credential_id = credential.get("id")
+            request.app.state.sessions.log_in(s, res["human"], res["token"], res["expires_ms"], credential.get("id"))
             return JSONResponse({"ok": True, "message": f"logged in as {res['human']}", "redirect": "/"})
         if c.kind == "repo.init":
             res = await pool.call("repo.init", {"op": c.op, "sig": sig}, token=s.token if s.logged_in else None)
             s.new_key = None
+            request.app.state.sessions.rotate(s)
             return JSONResponse({"ok": True, "message": f"created {c.repo} (seq {res['seq']}); log in with the same key",
                                  "redirect": f"/login?human={c.human}"})
         res = await call(request, "human.submit", {"op": c.op, "sig": sig}, repo=c.repo)
@@ -249,5 +268,5 @@ async def logout(request: Request):
             await request.app.state.pool.call("human.logout", token=s.token)
         except (LoncaError, Unreachable):
             pass  # the session is gone from the browser either way; the worker's expires on its own
-    s.log_out()
+    request.app.state.sessions.end(s)
     return RedirectResponse("/login", status_code=303)

@@ -15,14 +15,19 @@ from lonca.async_client import ClientPool
 
 from . import actions, live, pages, views
 from .browser_sessions import SessionMiddleware, SessionStore
+from .console_events import ConsoleEvents
 from .enrolments import Enrolments
 from .log_verification import LogVerification
+from .rate_limits import RateLimit
 from .settings import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
 # Nothing loads from anywhere but this console: no CDN, no font service, no frames.
 CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
        "frame-ancestors 'none'; base-uri 'none'; form-action 'self'")
+# same-origin, not no-referrer: under no-referrer a browser sends `Origin: null` with a form POST,
+# which the cross-site guard refuses (log out did nothing, issue 12); other sites still get no Referer.
+REFERRER_POLICY = b"same-origin"
 
 
 class SecurityHeaders:
@@ -37,7 +42,7 @@ class SecurityHeaders:
             if message["type"] == "http.response.start":
                 message["headers"] = list(message.get("headers", [])) + [
                     (b"content-security-policy", CSP.encode()), (b"x-content-type-options", b"nosniff"),
-                    (b"referrer-policy", b"no-referrer"), (b"x-frame-options", b"DENY")]
+                    (b"referrer-policy", REFERRER_POLICY), (b"x-frame-options", b"DENY")]
             await send(message)
         await self.app(scope, receive, send_with_headers)
 
@@ -72,6 +77,7 @@ def create_app(settings: Settings) -> Starlette:
         Route("/ceremony/begin", actions.ceremony_begin, methods=["POST"]),
         Route("/ceremony/finish", actions.ceremony_finish, methods=["POST"]),
         Route("/logout", actions.logout, methods=["POST"]),
+        Route("/enrolments/decline", actions.decline_enrolment, methods=["POST"]),
         Mount("/static", StaticFiles(directory=ROOT / "static")),
         Mount("/vendor", StaticFiles(packages=[("js_lib_htmx", "static")])),
     ]
@@ -79,6 +85,10 @@ def create_app(settings: Settings) -> Starlette:
     app.state.settings = settings
     app.state.sessions = SessionStore()
     app.state.enrolments = Enrolments()
+    app.state.console_events = ConsoleEvents()
+    # ceremonies begun before a login, per address; enrolment requests per address and overall
+    app.state.anonymous_limit = RateLimit(per_client=60, window_ms=60_000)
+    app.state.enrolment_limit = RateLimit(per_client=3, window_ms=600_000, overall=20)
     app.state.verification = LogVerification()
     app.state.policy_texts = {}     # (repo, policy commit) -> its lonca.toml: a commit never changes
     app.state.templates = Jinja2Templates(directory=ROOT / "templates")

@@ -1,15 +1,23 @@
 """Enrolment requests: a human who registered a key on this console while repositories exist
-waits here until an enrolled human signs a human.enroll for them. Kept in memory, shared by every
-browser session; the fingerprint lets both humans check they speak of the same key."""
+waits here until an enrolled human signs a human.enroll for them, or declines the request. Kept
+in memory, shared by every browser session; the fingerprint lets both humans check they speak of
+the same key. A request never replaces or hides another: two requests for one name both show,
+and the enrolled human tells them apart by fingerprint. The number waiting is bounded; when it
+is full a new request is refused rather than an old one dropped, so a flood cannot push out a
+real request (the console also rate-limits requests, see actions.register_finish)."""
 import secrets
 from dataclasses import dataclass
 
 from lonca.canonical import sha256_hex
 from lonca.protocol import now_ms
 
-
 KEPT = 100
+PER_NAME = 3
 LIFETIME_MS = 24 * 3600_000
+
+
+class Refused(Exception):
+    """A request the console will not hold; the message says what to do."""
 
 
 @dataclass
@@ -18,6 +26,7 @@ class Request:
     human: str
     key: dict
     created_ms: int
+    client: str  # the address it came from, so the human who declines sees a flood's source
 
     @property
     def fingerprint(self) -> str:
@@ -33,15 +42,20 @@ class Enrolments:
     def __init__(self):
         self._requests: dict[str, Request] = {}
 
-    def add(self, human: str, key: dict) -> Request:
+    def add(self, human: str, key: dict, client: str) -> Request:
         self._forget_old()
-        for r in list(self._requests.values()):
-            if r.human == human:
-                del self._requests[r.id]  # the latest key of a name replaces an older request
-        r = Request(id=secrets.token_urlsafe(12), human=human, key=key, created_ms=now_ms())
+        same = [r for r in self._requests.values() if r.human == human]
+        for r in same:
+            if r.key == key:
+                return r
+        if len(same) >= PER_NAME:
+            raise Refused(f"{len(same)} enrolment requests for {human} wait already; an enrolled human "
+                          "declines the wrong ones on Repositories, then register again")
+        if len(self._requests) >= KEPT:
+            raise Refused(f"{KEPT} enrolment requests wait already; an enrolled human declines some on "
+                          "Repositories, then register again")
+        r = Request(id=secrets.token_urlsafe(12), human=human, key=key, created_ms=now_ms(), client=client)
         self._requests[r.id] = r
-        while len(self._requests) > KEPT:
-            self._requests.pop(next(iter(self._requests)))
         return r
 
     def get(self, rid: str) -> Request | None:
@@ -52,8 +66,15 @@ class Enrolments:
         self._forget_old()
         return sorted(self._requests.values(), key=lambda r: r.created_ms)
 
-    def remove(self, rid: str) -> None:
-        self._requests.pop(rid, None)
+    def namesakes(self) -> dict[str, int]:
+        """How many requests wait for each name (more than one: compare fingerprints)."""
+        counts: dict[str, int] = {}
+        for r in self.all():
+            counts[r.human] = counts.get(r.human, 0) + 1
+        return counts
+
+    def remove(self, rid: str) -> Request | None:
+        return self._requests.pop(rid, None)
 
     def _forget_old(self) -> None:
         cutoff = now_ms() - LIFETIME_MS

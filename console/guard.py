@@ -1,6 +1,8 @@
 """What every route shares: the browser session, the worker call with the session's token, and
-the cross-site guard on every POST (the session's CSRF token, and the Origin when one is sent)."""
+the cross-site guard on every POST (the session's CSRF token, and the Origin when one is sent).
+Each refusal here is a console event on the security page."""
 import hmac
+from typing import NoReturn
 
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -21,19 +23,34 @@ def session_of(request: Request) -> BrowserSession:
     return request.scope["state"]["session"]
 
 
+def client_of(request: Request) -> str:
+    return request.client.host if request.client else "unknown"
+
+
+def refuse(request: Request, kind: str, status: int, detail: str) -> NoReturn:
+    request.app.state.console_events.add(kind, request.url.path, client_of(request), detail)
+    raise HTTPException(status, detail)
+
+
 async def guard(request: Request) -> BrowserSession:
-    """Refuse a POST that another site could have made."""
+    """Refuse a POST that another site could have made. An anonymous session's POST may make the
+    console remember a ceremony, so an address gets only so many of those a minute."""
     s = session_of(request)
     origin = request.headers.get("origin")
     if origin is not None and origin != request.app.state.settings.origin:
-        raise HTTPException(403, "cross-site request refused: the Origin is not this console's")
-    if request.headers.get("sec-fetch-site") not in (None, "same-origin", "none"):
-        raise HTTPException(403, "cross-site request refused")
+        refuse(request, "cross_site_origin", 403, f"cross-site request refused: the Origin ({origin[:80]}) is not this console's")
+    fetch_site = request.headers.get("sec-fetch-site")
+    if fetch_site not in (None, "same-origin", "none"):
+        refuse(request, "cross_site_fetch", 403, f"cross-site request refused (Sec-Fetch-Site: {fetch_site[:20]})")
     sent = request.headers.get(CSRF_HEADER)
     if sent is None and request.headers.get("content-type", "").startswith(("application/x-www-form-urlencoded", "multipart/form-data")):
         sent = (await request.form()).get("csrf")
     if not isinstance(sent, str) or not hmac.compare_digest(sent, s.csrf):
-        raise HTTPException(403, "the request lacks this page's CSRF token; reload the page and try again")
+        refuse(request, "csrf", 403, "the request lacks this page's CSRF token; reload the page and try again")
+    if not request.app.state.sessions.kept(s):
+        why = request.app.state.anonymous_limit.allow(client_of(request))
+        if why:
+            refuse(request, "rate_limited", 429, f"too many requests before a login: {why}")
     return s
 
 
@@ -47,7 +64,7 @@ async def call(request: Request, method: str, params: dict | None = None, repo: 
         return await request.app.state.pool.call(method, params, repo=repo, token=s.token)
     except LoncaError as e:
         if e.code == "unauthenticated":
-            s.log_out()
+            request.app.state.sessions.end(s)
             raise NotLoggedIn() from None
         raise
 

@@ -73,7 +73,8 @@ async def repos(request: Request) -> Response:
     states = await asyncio.gather(*(call(request, "status", repo=n) for n in names))
     policies = await asyncio.gather(*(_policy_text(request, n, st["policy"]) for n, st in zip(names, states)))
     return render(request, "repos.html", {"repos": list(zip(names, states)), "policies": dict(zip(names, policies)),
-                                          "requests": request.app.state.enrolments.all()}, "_repos.html")
+                                          "requests": request.app.state.enrolments.all(),
+                                          "namesakes": request.app.state.enrolments.namesakes()}, "_repos.html")
 
 
 async def _policy_text(request: Request, repo: str, commit: str) -> str:
@@ -97,7 +98,7 @@ async def _policy_text(request: Request, repo: str, commit: str) -> str:
 @page
 async def security(request: Request) -> Response:
     events = await call(request, "security.events", {"since_ms": None})
-    return render(request, "security.html", {"events": events}, "_security.html")
+    return render(request, "security.html", {"events": events, "console": request.app.state.console_events}, "_security.html")
 
 
 @page

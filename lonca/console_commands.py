@@ -1,7 +1,9 @@
 """`lonca console` (the review console alone) and `lonca up` (the worker and the console together,
 stopped together on Ctrl-C; `--demo` adds a demo repository and simulated agents)."""
+import ipaddress
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -20,7 +22,10 @@ def register(sub) -> None:
     _console_args(u)
     u.add_argument("--demo", action="store_true",
                    help="also create a demo repository and run simulated agents; enrols every key registered "
-                        "in the console with your file key (for a newcomer on their own machine only)")
+                        "in the console with your file key (for a newcomer on their own machine only: refused "
+                        "on an interface other than loopback)")
+    u.add_argument("--demo-public", action="store_true",
+                   help="--demo on an interface other than loopback: anyone who reaches the console can enrol")
     u.set_defaults(run=cmd_up)
 
 
@@ -60,10 +65,39 @@ def _wait_for_worker(proc: subprocess.Popen) -> None:
         raise Usage("the worker did not answer ping within a minute")
 
 
+def loopback_only(host: str) -> bool:
+    """Whether every address `host` names is a loopback one (an unresolvable name is not)."""
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        pass
+    try:
+        infos = socket.getaddrinfo(host, None)
+    except OSError:
+        return False
+    return bool(infos) and all(ipaddress.ip_address(i[4][0].split("%")[0]).is_loopback for i in infos)
+
+
+def _demo_interface(args) -> None:
+    """The demo enrols every key registered in the console: on an interface others reach, that
+    is anyone who registers. Refused there unless --demo-public says so, which is warned about."""
+    if loopback_only(args.host):
+        return
+    if not args.demo_public:
+        raise Usage(f"--demo enrols every key registered in the console, and {args.host} is not a loopback "
+                    "interface: anyone who reaches it could enrol. Serve the demo on localhost, or pass "
+                    "--demo-public to expose it anyway")
+    print(f"warning: the demo on {args.host} enrols anyone who registers a key in the console; "
+          "do not keep anything you care about in this worker", file=sys.stderr, flush=True)
+
+
 def cmd_up(args) -> int:
     from lonca.console import settings
     from lonca.console.app import create_app
 
+    args.demo = args.demo or args.demo_public
+    if args.demo:
+        _demo_interface(args)
     cfg = _settings(settings.make, args)
     worker = subprocess.Popen([sys.executable, "-m", "lonca", "daemon"], env=os.environ.copy())
     stopping, died = threading.Event(), threading.Event()

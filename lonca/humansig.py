@@ -1,6 +1,8 @@
 """Human signatures (seed 001, "human signature"): the signed intent bytes, signing with a file
 key, and verification by key kind. Shared by the CLI (signing), the worker (verifying when an
 operation arrives) and `lonca audit verify` (verifying again, offline)."""
+import functools
+
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
@@ -9,6 +11,11 @@ from lonca.protocol import NONCE_MAX, NONCE_MIN, SIGNATURE_LIFETIME_MS, SIGNATUR
 
 INTENT_PURPOSE = "lonca-human-intent-v1"
 LOGIN_PURPOSE = "lonca-human-login-v1"
+
+# Edwards25519 (RFC 8032, 5.1): the field prime and the curve constant d.
+_P = 2**255 - 19
+_D = -121665 * pow(121666, -1, _P) % _P
+_SQRT_M1 = pow(2, (_P - 1) // 4, _P)
 
 
 def intent_bytes(repo: str, op: dict, nonce: str, issued_ms: int) -> bytes:
@@ -46,6 +53,50 @@ def freshness_problem(issued_ms: int, now_ms: int) -> str | None:
     return None
 
 
+def _x_of(y: int, sign: int) -> int | None:
+    """The x of the curve point with this y and sign bit (RFC 8032, 5.1.3), None if there is none."""
+    u, v = (y * y - 1) % _P, (_D * y * y + 1) % _P
+    x = u * pow(v, 3, _P) * pow(u * pow(v, 7, _P), (_P - 5) // 8, _P) % _P
+    if v * x * x % _P == (-u) % _P:
+        x = x * _SQRT_M1 % _P
+    if v * x * x % _P != u:
+        return None
+    if x & 1 != sign:
+        x = (_P - x) % _P
+    return x
+
+
+def _double(x: int, y: int) -> tuple[int, int]:
+    """2·(x, y) by the complete addition law of the twisted Edwards curve (a = -1)."""
+    t = _D * x * x * y * y % _P
+    return 2 * x * y * pow(1 + t, -1, _P) % _P, (y * y + x * x) * pow(1 - t, -1, _P) % _P
+
+
+@functools.lru_cache(maxsize=1024)  # a few hundred microseconds; the same keys verify again and again
+def ed25519_key_problem(public: bytes) -> str | None:
+    """Why these 32 bytes must not be an Ed25519 public key, or None. A key of small order
+    (the eight points whose order divides 8: the all-zero key is one) "verifies" signatures its
+    owner never made, e.g. the all-zero signature over any message; a non-canonical encoding or
+    a point off the curve is no key at all. Checked where a human key enters (enrolment, the
+    first key of a repository) and again on every verification."""
+    if len(public) != 32:
+        return "an ed25519 public key is 32 bytes"
+    n = int.from_bytes(public, "little")
+    sign, y = n >> 255, n & ((1 << 255) - 1)
+    if y >= _P:
+        return "the ed25519 public key is not canonically encoded (its y is not below 2^255 - 19)"
+    x = _x_of(y, sign)
+    if x is None:
+        return "the ed25519 public key is not a point of the curve"
+    if x == 0 and sign:
+        return "the ed25519 public key is not canonically encoded (the sign of x = 0 is set)"
+    for _ in range(3):
+        x, y = _double(x, y)
+    if (x, y) == (0, 1):
+        return "the ed25519 public key has small order: it would accept signatures nobody made; use a real key"
+    return None
+
+
 def verify(key: dict, message: bytes, sig_hex: str) -> bool:
     """Whether sig_hex is key's signature over message. Unknown key kinds never verify."""
     alg = key.get("alg")
@@ -57,6 +108,8 @@ def verify(key: dict, message: bytes, sig_hex: str) -> bool:
     try:
         sig = bytes.fromhex(sig_hex)
         if key.get("alg") == "ed25519":
+            if ed25519_key_problem(bytes.fromhex(key["public"])):
+                return False
             Ed25519PublicKey.from_public_bytes(bytes.fromhex(key["public"])).verify(sig, message)
             return True
     except (ValueError, TypeError, KeyError, InvalidSignature):

@@ -19,6 +19,7 @@ from webauthn.helpers import (base64url_to_bytes, bytes_to_base64url, decode_cre
                               parse_client_data_json, verify_signature)
 from webauthn.helpers.cose import COSECRV, COSEAlgorithmIdentifier
 
+from lonca import humansig
 from lonca.canonical import canonical
 from lonca.protocol import LoncaError
 
@@ -136,6 +137,8 @@ def credential(key: dict) -> Credential:
         raise LoncaError("invalid", "a WebAuthn key's origin is scheme://host[:port], rp_id a host name, credential_id base64url")
     if decoded.alg != KEY_ALGS.get(key.get("alg")) or (key["alg"] == "webauthn-es256" and decoded.crv != COSECRV.P256):
         raise LoncaError("invalid", f"the COSE key is not a {key.get('alg')} key")
+    if key["alg"] == "webauthn-ed25519" and (why := humansig.ed25519_key_problem(decoded.x)):
+        raise LoncaError("invalid", why)
     return cred
 
 

@@ -28,8 +28,10 @@ def check_key(key) -> dict:
         raise LoncaError("invalid", 'a human key is {"alg": "ed25519", "public": lowercase hex}')
     if not re.fullmatch(r"[0-9a-f]+", key["public"]) or (KEY_ALGS[key["alg"]] and len(key["public"]) != KEY_ALGS[key["alg"]]):
         raise LoncaError("invalid", "the human key's public part must be lowercase hex of the right length")
+    if key["alg"] == "ed25519" and (why := humansig.ed25519_key_problem(bytes.fromhex(key["public"]))):
+        raise LoncaError("invalid", why)
     if key["alg"] in webauthn.KEY_ALGS:
-        webauthn.credential(key)  # refuses a WebAuthn key that could never verify
+        webauthn.credential(key)  # refuses a WebAuthn key that could never verify (or of small order)
     return {"alg": key["alg"], "public": key["public"]}
 
 

@@ -14,6 +14,11 @@
     let data;
     try { data = await res.json(); } catch (e) { data = {ok: false, error: `the console answered ${res.status}`}; }
     if (!res.ok || !data.ok) throw new Error(data.error || `the console answered ${res.status}`);
+    if (data.csrf) {
+      // the session's id changed (a key registered): its CSRF token with it
+      document.querySelector('meta[name="csrf-token"]').content = data.csrf;
+      document.body.setAttribute("hx-headers", JSON.stringify({"X-CSRF-Token": data.csrf}));
+    }
     return data;
   }
 

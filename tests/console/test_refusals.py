@@ -39,10 +39,20 @@ def test_replay_presence_sign_count_and_origin(stack, new_page, make_console):
     key.set_sign_count(1000)
     assert "allow" in sign(page, "form[data-ceremony='unfreeze']", reason="done")
 
-    # the security page lists the refusals
+    # a POST from another site, and one without the page's CSRF token: the console refuses them
+    import httpx
+    cookies = {c["name"]: c["value"] for c in page.context.cookies()}
+    assert httpx.post(console.url + "/logout", cookies=cookies, data={"csrf": csrf},
+                      headers={"Origin": "http://localhost:1"}).status_code == 403
+    assert httpx.post(console.url + "/logout", cookies=cookies, data={"csrf": "forged"}).status_code == 403
+
+    # the security page lists the refusals, the worker's and the console's
     page.goto(console.url + "/security")
     expect(page.locator("#security")).to_contain_text("nonce_reused")
     expect(page.locator("#security")).to_contain_text("presence_required")
+    console_events = page.locator("#security .console-events")
+    expect(console_events).to_contain_text("the Origin (http://localhost:1) is not this console's")
+    expect(console_events).to_contain_text("lacks this page's CSRF token")
     # a visit while logged out asks whether bootstrap is open: not a refusal a human should see
     visitor, _ = new_page()
     visitor.goto(console.url + "/")
