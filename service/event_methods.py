@@ -46,7 +46,8 @@ def inbox_text(evs: list[dict]) -> str | None:
             body = str(m.get("note") or m.get("reason") or "")[:600]
             lines.append(f"Another agent's words (session {e['from']}, thread {e['thread']}, {m.get('type')}): {body}")
         elif e["kind"] == "lease_received":
-            lines.append(f"You received lease set {e['set']} from session {e['from']}.")
+            lines.append(f"You received lease set {e['set']} from session {e['from']}: you hold it now, with the "
+                         "time it had; edit and propose (do not acquire it again), renew it if you need longer.")
         elif e["kind"] == "symbols_changed":
             lines.append(f"Change {e['change']} changes symbols your leases touch: {', '.join(e['symbols'][:10])}.")
         elif e["kind"] == "reserved":
