@@ -194,11 +194,15 @@ def _lease_call(args, method: str, params: dict, text: str) -> int:
     with Client() as c:
         res = c.call(method, params, repo=ws.repo, token=ws.agent_token())
     out = {"seq": res["seq"], "decision": res["decision"], "set": res.get("set"), "details": res.get("details", [])}
+    if "warnings" in res:   # lease.acquire's: what the lease names that trunk does not have (granted all the same)
+        out["warnings"] = res["warnings"]
     if not args.json:
         for d in out["details"]:
             print(f"  {d['code']}: {d['symbol']} — {d['holder_agent']} ({d['holder_session']}): {d['intent']}", file=sys.stderr)
         if res.get("advice"):
             print(res["advice"], file=sys.stderr)
+        for w in out.get("warnings", []):
+            print(f"warning: {w}", file=sys.stderr)
     return _logged(args, out, text.format(set=out["set"]))
 
 
