@@ -278,7 +278,8 @@ def cmd_preview(args) -> int:
             print(f"{field}: {', '.join(facts[field])}")
     print(f"+{facts['lines_added']} -{facts['lines_removed']} lines")
     for d in out["leases"]:
-        who = f" by {d['holder_agent']} (session {d['holder_session']}) for \"{d['intent']}\"" if d["holder_session"] else ""
+        theirs = d["holder_session"] and d["code"] != "held_by_you"
+        who = f" by {d['holder_agent']} (session {d['holder_session']}) for \"{d['intent']}\"" if theirs else ""
         print(f"  {d['code']:<12} {d['needed_kind']:<7} {d['symbol']}{who}")
     if out["acquire"]:
         kinds = {i["kind"] for i in out["acquire"]}

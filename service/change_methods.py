@@ -95,7 +95,8 @@ def lease_standing(rs: RepoState, session: str | None, needs: list[dict], now: i
         if matches:
             used += matches
             own_set = rs.sets[matches[0][0]]
-            details.append(detail("held_by_you", need, session, None, own_set.intent, own_set.expires_ms, own_set.id))
+            details.append(detail("held_by_you", need, session, rs.sessions[session].agent, own_set.intent,
+                                  own_set.expires_ms, own_set.id))
             continue
         missing.append(need)
         holders = rs.holders([need], session or "", now)

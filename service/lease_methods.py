@@ -67,7 +67,8 @@ def held_detail(rs: RepoState, s: LeaseSet, item: dict, pinned: str | None = Non
 
 
 def advice(details: list[dict]) -> str | None:
-    held = [d for d in details if d["holder_session"]]
+    # what the caller holds itself is no one's to settle with (seed 001: "who is on it")
+    held = [d for d in details if d["holder_session"] and d["code"] != "held_by_you"]
     if not held:
         return None
     parts = []

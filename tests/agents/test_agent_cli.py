@@ -72,6 +72,12 @@ def test_preview_shows_the_facts_and_the_leases_they_need(repo, agent, keyless):
     held = cli(repo, "preview", "--json", cwd=ws, humans=keyless)
     assert held["acquire"] == [] and held["leases"][0]["code"] == "lease_held"
     assert held["leases"][0]["holder_agent"] == "beta"
+    # the holder's own preview: its lease is its own, with nobody to settle with (no "held by None")
+    (other / "app.py").write_text(APP.replace("amount * 2", "amount * 4"))
+    mine = cli(repo, "preview", "--json", cwd=other, humans=keyless)
+    assert [(d["code"], d["holder_agent"]) for d in mine["leases"]] == [("held_by_you", "beta")]
+    assert mine["advice"] is None and mine["acquire"] == []
+    assert cli(repo, "preview", cwd=other, humans=keyless).stderr == ""
 
 
 def test_negotiate_yield_hands_the_set_over_once(repo, agent, keyless):
