@@ -11,10 +11,10 @@ import pytest
 from test_leases import APP
 
 
-def cli(worker, *args, cwd, code=0, humans=None, lines=False):
+def cli(worker, *args, cwd, code=0, humans=None, lines=False, env=None):
     """`lonca ARGS` in `cwd`; `humans` replaces the folder of human keys (an empty one: no key).
     With --json, the one JSON value printed (or with `lines`, one per line)."""
-    env = {**worker.env, **({"LONCA_HUMANS": str(humans)} if humans else {})}
+    env = {**worker.env, **({"LONCA_HUMANS": str(humans)} if humans else {}), **(env or {})}
     res = subprocess.run([sys.executable, "-m", "lonca", *args], cwd=cwd, env=env, capture_output=True, text=True,
                          timeout=120)
     assert res.returncode == code, (args, res.returncode, res.stdout, res.stderr)
@@ -78,6 +78,11 @@ def test_preview_shows_the_facts_and_the_leases_they_need(repo, agent, keyless):
     assert [(d["code"], d["holder_agent"]) for d in mine["leases"]] == [("held_by_you", "beta")]
     assert mine["advice"] is None and mine["acquire"] == []
     assert cli(repo, "preview", cwd=other, humans=keyless).stderr == ""
+    # the daemon out of reach: 2, for each of the agent's new commands
+    gone = {"LONCA_SOCKET": str(ws / "no.sock")}
+    for args in (["preview"], ["symbols", "app.py"], ["negotiate", sid, "accept"], ["status"]):
+        res = cli(repo, *args, "--json", cwd=other, humans=keyless, env=gone, code=2)
+        assert res.stdout == "" and res.stderr.startswith("unreachable:")
 
 
 def test_negotiate_yield_hands_the_set_over_once(repo, agent, keyless):
