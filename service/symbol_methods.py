@@ -44,6 +44,8 @@ async def lease_warnings(call: Call, items: list[dict]) -> list[str]:
     does not have")."""
     rs = call.repo_state()
     wanted = [(it, *split(it["symbol"])) for it in items]
+    if not rs.trunk:
+        return []
 
     def tables(store: pygit2.Repository) -> dict:
         tree = gitstore.commit_of(store, rs.trunk).tree
@@ -51,7 +53,7 @@ async def lease_warnings(call: Call, items: list[dict]) -> list[str]:
         for path in {p for _, p, _ in wanted}:
             try:
                 found = tree[path]
-            except KeyError:
+            except (KeyError, ValueError, TypeError):   # no such file, or a path git cannot look up
                 found = None
             out[path] = None if found is None or found.type_str != "blob" else \
                 call.daemon.symbols.table(path, str(found.id), lambda f=found: store[f.id].data)
