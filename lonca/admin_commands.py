@@ -7,9 +7,10 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from lonca import humankeys, paths
+from lonca import workspace as wsp
 from lonca.audit import database_problem, read_witnesses, verify_entries, witness_problem
 from lonca.canonical import canonical
 from lonca.client import DAEMON_TOML, Client, Unreachable, checked_ping
@@ -86,7 +87,9 @@ def human_name(args) -> str:
 def need_key(name: str) -> humankeys.HumanKey:
     key = humankeys.load_key(name)
     if key is None:
-        raise Usage(f"no usable key for {name} at {humankeys.key_path(name)} (create one with `lonca init`)")
+        raise Usage(f"no usable key for {name} at {humankeys.key_path(name)}: this needs a human enrolled in the "
+                    "repository (`lonca init <repo>` makes a key with a new repository); an agent runs it in its "
+                    "workspace, with the session token there")
     return key
 
 
@@ -125,6 +128,33 @@ def pick_repo(client: Client, name: str, repo: str | None) -> str:
     if len(repos) != 1:
         raise Usage(f"name the repository with --repo (you are enrolled in {len(repos)}: {', '.join(repos) or 'none'})")
     return repos[0]
+
+
+# what reads a repository: the agent of this workspace, else the human ------------------------
+
+Read = Callable[..., object]
+
+
+def agent_workspace() -> wsp.Workspace | None:
+    """The agent workspace the command runs in, if its session token is still there."""
+    try:
+        ws = wsp.find()
+    except Usage:
+        return None
+    return ws if ws.session and wsp.token_file(ws.root).exists() else None
+
+
+def reader(c: Client, args) -> tuple[str, Read]:
+    """(repo, read(method, params)) for a command that only reads (the seed's `read` credential:
+    an agent token for its repository, or a human). In an agent's workspace the agent reads with
+    its own token, unless --human or another --repo says a human reads."""
+    ws = None if getattr(args, "human", None) else agent_workspace()
+    if ws is not None and args.repo in (None, ws.repo):
+        token = ws.agent_token()
+        return ws.repo, lambda method, params=None: c.call(method, params, repo=ws.repo, token=token)
+    name = human_name(args)
+    repo = pick_repo(c, name, args.repo)
+    return repo, lambda method, params=None: human_call(c, name, method, params, repo=repo)
 
 
 def cmd_init(args) -> int:
@@ -182,10 +212,9 @@ def cmd_whoami(args) -> int:
 # -- reading ---------------------------------------------------------------------------------
 
 def cmd_status(args) -> int:
-    name = human_name(args)
     with Client() as c:
-        repo = pick_repo(c, name, args.repo)
-        st = human_call(c, name, "status", repo=repo)
+        _, read = reader(c, args)
+        st = read("status")
     if args.json:
         emit_json(st, pretty=True)
         return OK
@@ -200,10 +229,9 @@ def cmd_status(args) -> int:
 
 
 def cmd_log(args) -> int:
-    name = human_name(args)
     with Client(timeout=None if args.follow else 60) as c:
-        repo = pick_repo(c, name, args.repo)
-        for e in log_entries(c, name, repo, args.start, follow=args.follow):
+        _, read = reader(c, args)
+        for e in log_entries(read, args.start, follow=args.follow):
             if args.json:
                 emit_json(e)
             else:
@@ -214,11 +242,11 @@ def cmd_log(args) -> int:
     return OK
 
 
-def log_entries(c: Client, name: str, repo: str, start: int = 1, follow: bool = False) -> Iterator[dict]:
+def log_entries(read: Read, start: int = 1, follow: bool = False) -> Iterator[dict]:
     """A repository's log from seq `start`, page after page until one comes back empty (the
     worker decides how long a page is); `follow` waits for new entries instead of stopping."""
     while True:
-        page = human_call(c, name, "log", {"from": start, "wait_ms": 30_000 if follow else None}, repo=repo)
+        page = read("log", {"from": start, "wait_ms": 30_000 if follow else None})
         if not page and not follow:
             return
         yield from page
@@ -357,7 +385,7 @@ def doctor_checks(name: str) -> tuple[str | None, list[dict]]:
 
 def _repo_checks(client: Client, name: str, repo: str) -> list[dict]:
     count, problem = verify_entries(repo, ((canonical(e["entry"]).decode(), e["hash"], e["sig"])
-                                           for e in log_entries(client, name, repo)))
+                                           for e in log_entries(lambda m, p=None: human_call(client, name, m, p, repo=repo))))
     out = [_check(f"log {repo}", "pass", f"{count} entries verify") if problem is None
            else _check(f"log {repo}", "fail", str(problem), "run `lonca audit verify` and restore from a backup")]
     st = human_call(client, name, "status", repo=repo)

@@ -23,7 +23,7 @@ class Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     p = Parser(prog="lonca", description="Symbol leases and a merge queue for AI coding agents, with human review.")
     p.add_argument("--version", action="version", version=f"lonca {lonca.__version__}")
-    p.add_argument("--mode", choices=lonis.MODES, default="human", help="output of the Lonis provider commands")
+    p.add_argument("--mode", choices=lonis.MODES, help="output of the Lonis provider commands (default json: blocks)")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     admin_commands.register(sub)
     console_commands.register(sub)

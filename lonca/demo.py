@@ -22,6 +22,9 @@ FILES = {
 }
 BEAT_S = 5.0
 EDIT_S = 15.0  # ada proposes another edit this often, so the queue keeps moving
+# the simulated agents' leases run out after two minutes and are released once proposed: the
+# README's agent walk-through leases billing.py#charge in the same repository
+LEASE_TTL_MS = 120_000
 
 
 def _git_source() -> Path:
@@ -98,7 +101,7 @@ class Demo:
 
     def _lease(self, c: Client, agent: str, symbol: str, intent: str, kind: str = "edit") -> dict:
         return c.call("lease.acquire", {"set": None, "items": [{"symbol": symbol, "kind": kind}], "intent": intent,
-                                        "ttl_ms": 3_600_000}, token=agent)
+                                        "ttl_ms": LEASE_TTL_MS}, token=agent)
 
     def _wait_queue(self, c: Client, token: str) -> str:
         for _ in range(100):
@@ -120,8 +123,9 @@ class Demo:
         self._propose(c, cem, base, "lonca.toml", "[leases]\nshared = true\n", "share leases (a critical path: a human decides)")
         self._wait_queue(c, token)
         c.call("lease.release", {"set": held["set"]}, token=ada)
-        self._lease(c, bo, "billing.py#charge", "bo's fee, on an old base")
+        fee = self._lease(c, bo, "billing.py#charge", "bo's fee, on an old base")
         self._propose(c, bo, base, "billing.py", FILES["billing.py"].replace("amount * 2", "amount + 1"), "a fee on an old base (conflicts)")
+        c.call("lease.release", {"set": fee["set"]}, token=bo)  # what its change pinned stays until the change leaves the queue
 
     def _run(self) -> None:
         try:

@@ -39,8 +39,12 @@ def block(kind: str, data, *, identity: str, producer: str, where: str | None = 
     return out
 
 
-def message_data(text: str) -> dict:
-    return {"content": text[:MESSAGE_MAX], "role": "lonca-inbox"}
+def message_data(text: str, reply_to: str | None = None) -> dict:
+    """A message block's data; reply_to is the negotiate thread it belongs to, when it has one."""
+    out = {"content": text[:MESSAGE_MAX], "role": "lonca-inbox"}
+    if reply_to:
+        out["reply_to"] = reply_to
+    return out
 
 
 def _normalize(value):

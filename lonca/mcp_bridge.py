@@ -33,11 +33,23 @@ class Bridge:
         self.keepalive: KeepAlive | None = None
 
     def answer(self, msg) -> dict | None:
-        """The response to one message, None for a notification."""
-        if not isinstance(msg, dict) or msg.get("jsonrpc") != "2.0" or not isinstance(msg.get("method"), str):
-            return error(msg.get("id") if isinstance(msg, dict) else None, INVALID_REQUEST, "invalid request")
+        """The response to one message, None for what JSON-RPC answers nothing: a notification
+        (no id, well-formed or not) and a response (this server sends no requests). An id is
+        echoed whenever it is one; `"id": null` only where JSON-RPC 2.0 says so, when there is
+        no usable id to answer (a line that is not an object, an id of another type)."""
+        if not isinstance(msg, dict):
+            return error(None, INVALID_REQUEST, "invalid request: one JSON-RPC object per line (no batches)")
         if "id" not in msg:
+            if msg.get("jsonrpc") != "2.0" or not isinstance(msg.get("method"), str):
+                sys.stderr.write("lonca mcp: a malformed notification was ignored\n")
             return None  # notifications (initialized, cancelled) need nothing from a server this small
+        if "method" not in msg and ("result" in msg or "error" in msg):
+            sys.stderr.write("lonca mcp: a response was ignored (this server sends no requests)\n")
+            return None
+        if not valid_id(msg["id"]):
+            return error(None, INVALID_REQUEST, "invalid request: id is a string or an integer")
+        if msg.get("jsonrpc") != "2.0" or not isinstance(msg.get("method"), str):
+            return error(msg["id"], INVALID_REQUEST, "invalid request")
         rid = msg["id"]
         try:
             return {"jsonrpc": "2.0", "id": rid, "result": self.dispatch(msg["method"], msg.get("params") or {})}
@@ -93,6 +105,33 @@ def error(rid, code: int, message: str) -> dict:
     return {"jsonrpc": "2.0", "id": rid, "error": {"code": code, "message": message}}
 
 
+def valid_id(rid) -> bool:
+    """MCP's RequestId: a string or an integer (never null, a boolean or a fraction)."""
+    return isinstance(rid, str) or (isinstance(rid, int) and not isinstance(rid, bool))
+
+
+def parse_line(raw: bytes):
+    """One message, strictly: UTF-8 that is JSON and holds no lone surrogate (which no answer
+    could carry back in UTF-8). ValueError otherwise."""
+    msg = json.loads(raw)
+    json.dumps(msg, ensure_ascii=False).encode()   # UnicodeEncodeError is a ValueError
+    return msg
+
+
+def unparsed_reply(raw: bytes) -> dict | None:
+    """The answer to a line that is not strict JSON: a parse error, with the request's id when
+    the line is JSON but for its bytes (bad UTF-8, a lone surrogate) so the id can be read;
+    nothing for such a notification."""
+    try:
+        msg = json.loads(raw.decode("utf-8", "replace"))
+    except ValueError:
+        return error(None, PARSE_ERROR, "parse error")
+    if isinstance(msg, dict) and "id" not in msg:
+        return None
+    rid = msg.get("id") if isinstance(msg, dict) else None
+    return error(rid if valid_id(rid) else None, PARSE_ERROR, "parse error: not UTF-8 JSON")
+
+
 def serve(session: AgentSession, stdin, stdout) -> int:
     bridge = Bridge(session)
     try:
@@ -100,9 +139,9 @@ def serve(session: AgentSession, stdin, stdout) -> int:
             if not raw.strip():
                 continue
             try:
-                msg = json.loads(raw)
-            except ValueError:  # bad UTF-8 included
-                reply = error(None, PARSE_ERROR, "parse error")
+                msg = parse_line(raw)
+            except ValueError:
+                reply = unparsed_reply(raw)
             else:
                 reply = bridge.answer(msg)
             if reply is not None:

@@ -232,9 +232,15 @@ def tool_failure(e: LoncaError | Usage | Unreachable) -> ToolFailure:
     return ToolFailure("unreachable", "the Lonca daemon cannot be reached")
 
 
-def inbox_text(s: AgentSession) -> str | None:
-    """What other sessions want of the agent, for a model; None when nothing (or no session)."""
+def inbox(s: AgentSession) -> dict:
+    """What other sessions want of the agent (told once): {"events", "text"}, empty when the
+    daemon cannot say (no session any more, unreachable)."""
     try:
-        return s.call("inbox")["text"]
+        return s.call("inbox")
     except (LoncaError, Usage, Unreachable):
-        return None
+        return {"events": [], "text": None}
+
+
+def inbox_text(s: AgentSession) -> str | None:
+    """The inbox for a model; None when nothing."""
+    return inbox(s)["text"]

@@ -1,13 +1,16 @@
 """The CLI for runners (seed 001, "CLI for runners"): session start / end / heartbeat, workspace
-create, sync, propose, lease acquire / release / renew / interest, events, pending, approve,
-reject. Each takes --json and then prints one JSON value of the seed's shape on stdout."""
+create, sync, propose, lease acquire / release / renew / interest, events, symbols, preview,
+negotiate, pending, approve, reject. Each takes --json and then prints one JSON value of the
+seed's shape on stdout (for symbols, preview and negotiate: the result of the method of that name)."""
 import secrets
 import sys
 from pathlib import Path
 
 from lonca import workspace as wsp
-from lonca.admin_commands import human_call, human_name, human_submit, human_token, need_key, pick_repo
+from lonca.admin_commands import human_name, human_submit, human_token, need_key, pick_repo, reader
 from lonca.client import Client
+from lonca.mcp_session import AgentSession
+from lonca.mcp_tools import BY_NAME
 from lonca.output import OK, Usage, command, decision_exit, emit_json, paint
 from lonca.protocol import now_ms, session_start_op
 
@@ -52,6 +55,22 @@ def register(sub) -> None:
 
     command(sub, "events", "what happened to this session's changes and leases", cmd_events) \
         .add_argument("--from", dest="start", type=int)
+
+    sy = command(sub, "symbols", "the symbols of one file at trunk: the ids to lease", cmd_symbols, repo=True)
+    sy.add_argument("path")
+    sy.add_argument("--commit", help="a commit id (default: trunk)")
+    command(sub, "preview", "the facts of this workspace's local changes and the leases they need (logs nothing)",
+            cmd_preview)
+    ng = command(sub, "negotiate", "send another session a message: claim, yield, counter, accept, decline",
+                 cmd_negotiate)
+    ng.add_argument("to_session", help="the session you write to (status and lease details name it)")
+    ng.add_argument("type", choices=list(MESSAGE_FIELDS))
+    ng.add_argument("--thread", help="the conversation (default: a new one; answer with the one you were sent)")
+    ng.add_argument("--symbols", nargs="+", metavar="SYMBOL", help="claim: the symbols you want")
+    ng.add_argument("--reason", help="claim: why you want them")
+    ng.add_argument("--set", help="yield: the lease set you hand to the session")
+    ng.add_argument("--free", action="store_true", help="yield: free the set instead of handing it over")
+    ng.add_argument("--note", help="counter, decline: what you say")
 
     command(sub, "pending", "what waits for a human", cmd_pending, repo=True)
     ap = command(sub, "approve", "approve a pending operation (signed with your file key)", cmd_approve, repo=True)
@@ -175,11 +194,15 @@ def _lease_call(args, method: str, params: dict, text: str) -> int:
     with Client() as c:
         res = c.call(method, params, repo=ws.repo, token=ws.agent_token())
     out = {"seq": res["seq"], "decision": res["decision"], "set": res.get("set"), "details": res.get("details", [])}
+    if "warnings" in res:   # lease.acquire's: what the lease names that trunk does not have (granted all the same)
+        out["warnings"] = res["warnings"]
     if not args.json:
         for d in out["details"]:
             print(f"  {d['code']}: {d['symbol']} — {d['holder_agent']} ({d['holder_session']}): {d['intent']}", file=sys.stderr)
         if res.get("advice"):
             print(res["advice"], file=sys.stderr)
+        for w in out.get("warnings", []):
+            print(f"warning: {w}", file=sys.stderr)
     return _logged(args, out, text.format(set=out["set"]))
 
 
@@ -213,13 +236,85 @@ def cmd_events(args) -> int:
     return OK
 
 
+# -- reading and settling -----------------------------------------------------------------------
+
+# the fields each message type of `negotiate` carries (seed 001, "negotiate"), as the options that give them
+MESSAGE_FIELDS = {"claim": ("symbols", "reason"), "yield": ("set",), "counter": ("note",), "accept": (),
+                  "decline": ("note",)}
+
+
+def _agent_tool(name: str, params: dict) -> dict:
+    """One of `lonca mcp`'s tools, run as this workspace's agent: one implementation for both."""
+    session = AgentSession.open(Path.cwd())
+    try:
+        return BY_NAME[name].run(session, params)
+    finally:
+        session.client.close()
+
+
+def cmd_symbols(args) -> int:
+    with Client() as c:
+        _, read = reader(c, args)
+        out = read("symbols", {"path": args.path, "commit": args.commit})
+    if args.json:
+        emit_json(out)
+        return OK
+    print(f"{out['path']} at {out['commit'][:12]}: {out['language'] or 'no parser'} ({out['status']})")
+    for sym in out["symbols"]:
+        print(f"  {sym['id']:<48} {sym['kind']:<10} lines {sym['start_line']}-{sym['end_line']}")
+    for err in out["syntax_errors"]:
+        print(f"note: {err}", file=sys.stderr)
+    return OK
+
+
+def cmd_preview(args) -> int:
+    out = _agent_tool("preview", {})
+    if args.json:
+        emit_json(out)
+        return OK
+    facts = out["facts"]
+    for field in ("edits", "adds", "deletes", "signature_changes"):
+        if facts.get(field):
+            print(f"{field}: {', '.join(facts[field])}")
+    print(f"+{facts['lines_added']} -{facts['lines_removed']} lines")
+    for d in out["leases"]:
+        theirs = d["holder_session"] and d["code"] != "held_by_you"
+        who = f" by {d['holder_agent']} (session {d['holder_session']}) for \"{d['intent']}\"" if theirs else ""
+        print(f"  {d['code']:<12} {d['needed_kind']:<7} {d['symbol']}{who}")
+    if out["acquire"]:
+        kinds = {i["kind"] for i in out["acquire"]}
+        syms = " ".join(f"'{i['symbol']}'" for i in out["acquire"])
+        print(f"free: lonca lease acquire {syms}" + (f" --kind {kinds.pop()}" if len(kinds) == 1 else "")
+              + ' --intent "…"')
+    if out.get("advice"):
+        print(out["advice"], file=sys.stderr)
+    return OK
+
+
+def cmd_negotiate(args) -> int:
+    message: dict = {"type": args.type}
+    for field in MESSAGE_FIELDS[args.type]:
+        value = getattr(args, field)
+        if not value:
+            raise Usage(f"negotiate {args.type} needs --{field}")
+        message[field] = value
+    given = [f for f in ("symbols", "reason", "set", "note") if getattr(args, f) and f not in MESSAGE_FIELDS[args.type]]
+    if given or (args.free and args.type != "yield"):
+        raise Usage(f"negotiate {args.type} takes no --{(given or ['free'])[0]}")
+    if args.type == "yield" and not args.free:
+        message["to"] = args.to_session   # the set moves to the session in the same entry
+    thread = args.thread or f"t-{secrets.token_hex(4)}"
+    res = _agent_tool("negotiate", {"thread": thread, "to_session": args.to_session, "message": message})
+    out = {"seq": res["seq"], "decision": res["decision"], "thread": thread}
+    return _logged(args, out, f"{args.type} to {args.to_session} in thread {thread}")
+
+
 # -- humans deciding ----------------------------------------------------------------------------
 
 def cmd_pending(args) -> int:
-    name = human_name(args)
     with Client() as c:
-        repo = pick_repo(c, name, args.repo)
-        pending = human_call(c, name, "status", repo=repo)["pending"]
+        _, read = reader(c, args)
+        pending = read("status")["pending"]
     if args.json:
         emit_json(pending)
     else:

@@ -83,7 +83,8 @@ def lease_standing(rs: RepoState, session: str | None, needs: list[dict], now: i
         if all(found):
             used += [m for matches in found for m in matches]
             own_set = rs.sets[found[0][0][0]]
-            details.append(detail("held_by_you", need, session, None, own_set.intent, own_set.expires_ms, own_set.id))
+            details.append(detail("held_by_you", need, session, rs.sessions[session].agent, own_set.intent,
+                                  own_set.expires_ms, own_set.id))
             continue
         if any(found):      # what is missing is the names not held
             need = {**need, "names": [p["names"][0] for p, f in zip(parts, found) if not f]}

@@ -31,20 +31,22 @@ async def events(call: Call) -> dict:
     return {"events": session_events(rs, call.auth.session, start, call.daemon.now_ms()), "next": rs.next_seq}
 
 
+def inbox_line(e: dict) -> str:
+    """One event of the inbox, for a model."""
+    if e["kind"] == "message":
+        m = e["message"]
+        body = str(m.get("note") or m.get("reason") or "")[:600]
+        return f"Another agent's words (session {e['from']}, thread {e['thread']}, {m.get('type')}): {body}"
+    if e["kind"] == "lease_received":
+        return (f"You received lease set {e['set']} from session {e['from']}: you hold it now, with the "
+                "time it had; edit and propose (do not acquire it again), renew it if you need longer.")
+    if e["kind"] == "symbols_changed":
+        return f"Change {e['change']} changes symbols your leases touch: {', '.join(e['symbols'][:10])}."
+    return f"Reserved for you until {e['until_ms']} ms: {', '.join(i['symbol'] for i in e['items'])}; acquire it now."
+
+
 def inbox_text(evs: list[dict]) -> str | None:
-    lines = []
-    for e in evs:
-        if e["kind"] == "message":
-            m = e["message"]
-            body = str(m.get("note") or m.get("reason") or "")[:600]
-            lines.append(f"Another agent's words (session {e['from']}, thread {e['thread']}, {m.get('type')}): {body}")
-        elif e["kind"] == "lease_received":
-            lines.append(f"You received lease set {e['set']} from session {e['from']}.")
-        elif e["kind"] == "symbols_changed":
-            lines.append(f"Change {e['change']} changes symbols your leases touch: {', '.join(e['symbols'][:10])}.")
-        elif e["kind"] == "reserved":
-            lines.append(f"Reserved for you until {e['until_ms']} ms: {', '.join(i['symbol'] for i in e['items'])}; acquire it now.")
-    return "\n".join(lines) or None
+    return "\n".join(inbox_line(e) for e in evs) or None
 
 
 @method("inbox", "agent")
@@ -63,7 +65,8 @@ async def inbox(call: Call) -> dict:
             if key not in told.reserved:
                 fresh.append(e)
     told.reserved = reserved
-    return {"events": fresh, "text": inbox_text(fresh)}
+    # each event with its own line, so a client can attribute each to its sender (Lonis blocks)
+    return {"events": [{**e, "text": inbox_line(e)} for e in fresh], "text": inbox_text(fresh)}
 
 
 class Told:

@@ -14,6 +14,7 @@ from .lease_model import LeaseSet, any_conflict, bare_name, member, parent_of, s
 from .log import Draft, allow, deny
 from .methods import Call, method
 from .state import RepoState
+from .symbol_methods import lease_warnings
 
 NAME_RE = re.compile(r"^[A-Za-z_$][A-Za-z0-9_$]{0,127}$")
 DEFAULT_TTL_MS = 600_000
@@ -258,6 +259,7 @@ async def acquire(call: Call) -> dict:
     set_id = p.get("set") or f"ls-{secrets.token_hex(8)}"
     ttl = _ttl(p.get("ttl_ms"), rs)
     defined = await trunk_names(call, rs, items)
+    warnings = await lease_warnings(call, items)   # read before the log's turn: it parses files
 
     def decide() -> Draft:
         now = d.now_ms()
@@ -281,7 +283,7 @@ async def acquire(call: Call) -> dict:
         def result(entry: dict) -> dict:
             ok = decision["outcome"] == "allow"
             return {"set": set_id if ok else None, "details": details, "advice": advice(details),
-                    "expires_ms": entry["time_ms"] + ttl if ok else None}
+                    "expires_ms": entry["time_ms"] + ttl if ok else None, "warnings": warnings}
         return Draft(actor=call.auth.actor, op=op, decision=decision, result=result)
 
     return await d.log.append(rs.name, decide)

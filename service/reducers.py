@@ -171,9 +171,14 @@ def _apply_acquire(st: State, rs: RepoState, entry: dict, op: dict, outcome: str
     else:
         rs.add_set(LeaseSet(id=op["set"], session=me, owner=me, items=op["items"], intent=op["intent"],
                             acquired_ms=t, expires_ms=t + op["ttl_ms"]))
-    got = op["items"]
-    rs.reservations = [r for r in rs.reservations if not (r.session == me and any_conflict(r.items, got))]
-    rs.interests = [i for i in rs.interests if not (i.session == me and any_conflict(i.items, got))]
+    _got(rs, me, op["items"])
+
+
+def _got(rs: RepoState, session: str, items: list[dict]) -> None:
+    """`session` now holds `items`: its interests and reservations in them are settled, so no
+    reservation tells it to acquire what it has (a yielded set arrives this way too)."""
+    rs.reservations = [r for r in rs.reservations if not (r.session == session and any_conflict(r.items, items))]
+    rs.interests = [i for i in rs.interests if not (i.session == session and any_conflict(i.items, items))]
 
 
 def _apply_release(st: State, rs: RepoState, entry: dict, op: dict, outcome: str) -> None:
@@ -369,6 +374,7 @@ def _apply_negotiate(st: State, rs: RepoState, entry: dict, op: dict, outcome: s
         if msg.get("to"):
             rs.move_set(s, to)
             s.owner = to
+            _got(rs, to, s.items)
             rs.event({"kind": "lease_received", "seq": entry["seq"], "set": s.id, "from": me}, to)
         else:
             rs.drop_set(s)

@@ -51,7 +51,8 @@ def test_session_lease_propose_sync_end(repo, tmp_path):
     token_file = wa / ".lonca" / "session"
     assert oct(token_file.stat().st_mode & 0o777) == "0o600" and (wa / "app.py").read_text() == APP
     got = run(w, "lease", "acquire", "app.py#charge", "--intent", "triple it", "--json", cwd=wa)
-    assert set(got) == {"seq", "decision", "set", "details"} and got["decision"]["outcome"] == "allow"
+    assert set(got) == {"seq", "decision", "set", "details", "warnings"} and got["decision"]["outcome"] == "allow"
+    assert got["warnings"] == []
     held = run(w, "lease", "acquire", "app.py#charge", "--intent", "me too", "--json", cwd=wb, code=1)
     assert held["decision"]["outcome"] == "deny" and held["details"][0]["holder_agent"] == "alpha"
     run(w, "lease", "acquire", "app.py#Client.pay", "--intent", "pay twice", "--json", cwd=wb)

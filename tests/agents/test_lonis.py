@@ -87,7 +87,10 @@ def test_call_blocks_attributed_to_the_session(repo, agent, blocks):
                                                    "message": {"type": "decline", "note": "not now"}}, other)
     lines = call(repo, blocks, "lonca:session:events", {"from": None}, ws, mode="ndjson")
     assert [b["payload"]["kind"] for b in lines] == ["result", "message"]
-    assert "not now" in lines[1]["payload"]["data"]["content"]
+    assert "not now" in lines[1]["payload"]["data"]["content"] and lines[1]["payload"]["data"]["reply_to"] == "t"
+    # the words are beta's: the message block is attributed to its sender, not to alpha who reads it
+    assert lines[0]["attribution"]["identity"] == f"agent:alpha/{sid}"
+    assert lines[1]["attribution"]["identity"] == f"agent:beta/{osid}"
     # a reading tool runs with an argument it does not take, and warns
     [warned] = call(repo, blocks, "lonca:repo:status", {"verbose": 1}, ws)
     assert "verbose" in warned["warnings"][0] and warned["payload"]["data"]["output"]["expected"]["additionalProperties"] is False
@@ -121,3 +124,30 @@ def test_a_host_with_a_cleared_environment_names_the_workspace(repo, agent, bloc
     assert blk["attribution"]["identity"].endswith(f"/{sid}")
     token = json.loads((ws / ".lonca" / "session").read_text())["token"]
     assert token not in res.stdout + res.stderr
+
+
+def test_a_host_invokes_call_as_the_seed_writes_it(repo, agent, blocks, tmp_path):
+    """SubprocessProvider's tool argv is `call <id>` (blocks on stdout with no --mode), and the
+    lonis CLI writes `call <id> <input> --mode json`: both, and @file input, give blocks."""
+    ws, sid = agent()
+    plain = lonis(repo, "call", "lonca:repo:status", stdin="{}", cwd=ws)
+    assert plain.returncode == 0, plain.stderr
+    [blk] = json.loads(plain.stdout)
+    blocks.check(blk)
+    after = lonis(repo, "call", "lonca:repo:symbols", '{"path": "app.py"}', "--mode", "ndjson", cwd=ws)
+    assert after.returncode == 0, after.stderr
+    [sym] = [json.loads(line) for line in after.stdout.splitlines()]
+    blocks.check(sym)
+    assert "app.py#charge" in [s["id"] for s in sym["payload"]["data"]["output"]["symbols"]]
+    (tmp_path / "in.json").write_text('{"path": "lib/util.py"}')
+    got = lonis(repo, "call", "lonca:repo:symbols", f"@{tmp_path / 'in.json'}", "--mode", "json", cwd=ws)
+    [util] = json.loads(got.stdout)
+    assert util["payload"]["data"]["output"]["path"] == "lib/util.py"
+    # --mode after the command wins over the one before it; human text only when asked for
+    both = lonis(repo, "--mode", "human", "call", "lonca:repo:status", "{}", "--mode", "json", cwd=ws)
+    assert json.loads(both.stdout)[0]["payload"]["kind"] == "result"
+    human = lonis(repo, "call", "lonca:repo:status", "{}", "--mode", "human", cwd=ws)
+    assert human.returncode == 0 and human.stdout.startswith("result: ")
+    tool_error(lonis(repo, "call", "lonca:repo:symbols", "@/nonexistent.json", cwd=ws), "invalid_input")
+    for discovery in (["manifest"], ["tools", "list"], ["tools", "describe", "lonca:repo:status"]):
+        assert json.loads(lonis(repo, *discovery, "--mode", "json").stdout) == json.loads(lonis(repo, *discovery).stdout)

@@ -187,3 +187,36 @@ def test_interest_renew_release_sync_withdraw(repo, agent, pipes):
     assert change["status"]["status"] == "withdrawn"
     a.close()
     b.close()
+
+
+def test_ids_as_json_rpc_says(repo, agent, pipes):
+    """An answer carries the request's id whenever the line has one that is an id; `"id": null`
+    only where JSON-RPC 2.0 says so (no usable id); notifications and stray responses get nothing."""
+    ws, _ = agent()
+    p = pipes(repo, ws)
+    p.initialize()
+
+    def raw(line: bytes) -> dict:
+        p.send_raw(line)
+        return p.recv()
+
+    silent = [b'{"method": "ping"}', b'{"jsonrpc": "2.0", "method": 7}', b'{"jsonrpc": "2.0", "method": "x", "params": "\xff"}',
+              b'{"jsonrpc": "2.0", "id": 4, "result": {}}', b'{"jsonrpc": "2.0", "id": 5, "error": {"code": 1, "message": "m"}}']
+    for line in silent:
+        p.send_raw(line)
+    # a request whose bytes are not UTF-8, or hold a lone surrogate, still has a readable id
+    assert raw(b'{"jsonrpc": "2.0", "id": 11, "method": "ping", "params": {"x": "\xff"}}')["error"]["code"] == -32700
+    got = raw(b'{"jsonrpc": "2.0", "id": "s-12", "method": "tools/call", "params": {"name": "status", "arguments": {"\\ud800": 1}}}')
+    assert got["id"] == "s-12" and got["error"]["code"] == -32700
+    assert raw(b'{"jsonrpc": "1.0", "id": 13, "method": "ping"}') == \
+        {"jsonrpc": "2.0", "id": 13, "error": {"code": -32600, "message": "invalid request"}}
+    for bad_id in (b"null", b"true", b"1.5", b'{"a": 1}', b"[1]"):
+        got = raw(b'{"jsonrpc": "2.0", "id": ' + bad_id + b', "method": "ping"}')
+        assert got["id"] is None and got["error"]["code"] == -32600, bad_id
+    for not_an_object in (b"[]", b'[{"jsonrpc": "2.0", "id": 14, "method": "ping"}]', b"5"):
+        assert raw(not_an_object)["id"] is None
+    assert raw(b"{not json") == {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "parse error"}}
+    assert p.request("ping")["result"] == {}  # the server went on, and answered nothing for the silent lines
+    stderr = p.close()
+    assert len(p.stdout) == 1 + 3 + 5 + 3 + 1 + 1
+    assert "notification was ignored" in stderr and "response was ignored" in stderr and "Traceback" not in stderr
