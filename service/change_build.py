@@ -58,29 +58,76 @@ def check_files(value) -> list[dict]:
 
 
 class TreeMaps:
-    """path -> TreeEntry of a commit's tree, kept for the last few commits (bases repeat)."""
+    """path -> TreeEntry of a commit's tree, kept for the last few commits (bases repeat). A
+    commit whose parent's map is held gets its map from the parent's and the subtrees that
+    differ (tree_changes), not from a walk of its whole tree: each trunk move is one."""
 
     def __init__(self, size: int = 64):
         self._maps: OrderedDict[str, dict[str, TreeEntry]] = OrderedDict()
         self._lock = threading.Lock()  # shared by the worker's threads
         self.size = size
 
-    def get(self, repo: pygit2.Repository, commit_id: str) -> dict[str, TreeEntry]:
+    def held(self, commit_id: str) -> dict[str, TreeEntry] | None:
         with self._lock:
             m = self._maps.get(commit_id)
             if m is not None:
                 self._maps.move_to_end(commit_id)
-                return m
-        m = tree_map(repo, repo.get(commit_id).tree)
+            return m
+
+    def get(self, repo: pygit2.Repository, commit_id: str) -> dict[str, TreeEntry]:
+        m = self.held(commit_id)
+        if m is not None:
+            return m
+        commit = repo.get(commit_id)
+        for parent in commit.parents:
+            before = self.held(str(parent.id))
+            if before is not None:
+                m = dict(before)
+                for path, entry in tree_changes(repo, parent.tree, commit.tree).items():
+                    if entry is None:
+                        del m[path]
+                    else:
+                        m[path] = entry
+                break
+        else:
+            m = tree_map(repo, commit.tree)
+        self.put(commit_id, m)
+        return m
+
+    def put(self, commit_id: str, m: dict[str, TreeEntry]) -> None:
         with self._lock:
             self._maps[commit_id] = m
+            self._maps.move_to_end(commit_id)
             if len(self._maps) > self.size:
                 self._maps.popitem(last=False)
-        return m
 
 
 def tree_map(repo: pygit2.Repository, tree: pygit2.Tree) -> dict[str, TreeEntry]:
     return {p: TreeEntry(str(oid), OCTAL.get(m, "100644")) for p, oid, m in walk_tree(repo, tree)}
+
+
+def tree_changes(repo: pygit2.Repository, old: pygit2.Tree | None, new: pygit2.Tree | None,
+                 prefix: str = "") -> dict[str, TreeEntry | None]:
+    """path -> the new TreeEntry (None where deleted) of every file that differs between two
+    trees, descending only into subtrees whose ids differ: the cost is that of the change, not
+    of the tree."""
+    out: dict[str, TreeEntry | None] = {}
+    olds = {e.name: e for e in old} if old is not None else {}
+    news = {e.name: e for e in new} if new is not None else {}
+    for name in olds.keys() | news.keys():
+        a, b = olds.get(name), news.get(name)
+        if a is not None and b is not None and a.id == b.id and a.filemode == b.filemode:
+            continue
+        a_tree = a is not None and a.filemode == pygit2.GIT_FILEMODE_TREE
+        b_tree = b is not None and b.filemode == pygit2.GIT_FILEMODE_TREE
+        if a_tree or b_tree:
+            out.update(tree_changes(repo, repo[a.id] if a_tree else None, repo[b.id] if b_tree else None,
+                                    prefix + name + "/"))
+        if a is not None and not a_tree:
+            out[prefix + name] = None
+        if b is not None and not b_tree:
+            out[prefix + name] = TreeEntry(str(b.id), OCTAL.get(b.filemode, "100644"))
+    return out
 
 
 def commit_exists(repo: pygit2.Repository, commit_id: str) -> bool:
@@ -93,25 +140,63 @@ def commit_exists(repo: pygit2.Repository, commit_id: str) -> bool:
 
 def build_commit(repo: pygit2.Repository, base: str, files: list[dict], message: str, author: str, now_ms: int,
                  base_map: dict[str, TreeEntry]) -> tuple[str, dict[str, TreeEntry]]:
-    """The commit of `files` on `base` (refs untouched) and the new tree's path map."""
-    index = pygit2.Index()
-    index.read_tree(repo.get(base).tree)
+    """The commit of `files` on `base` (refs untouched) and the new tree's path map. Only the
+    folders that hold a changed path are rewritten (a git index of the whole base tree cost 0.8 µs
+    a file: 83 ms at 100 000 files)."""
     new_map = dict(base_map)
+    edits: dict[str, tuple[pygit2.Oid, int] | None] = {}
     for f in files:
         if f["data"] is None:
             if f["path"] in new_map:
-                index.remove(f["path"])
+                edits[f["path"]] = None
                 del new_map[f["path"]]
             continue
         old = base_map.get(f["path"])
         mode = MODES[f["mode"]] if f["mode"] else (int(old.mode, 8) if old and old.mode != "160000" else pygit2.GIT_FILEMODE_BLOB)
         oid = repo.create_blob(f["data"])
-        index.add(pygit2.IndexEntry(f["path"], oid, mode))
+        edits[f["path"]] = (oid, mode)
         new_map[f["path"]] = TreeEntry(str(oid), OCTAL[mode])
-    tree = index.write_tree(repo)
+    tree, replaced = _write_tree(repo, repo.get(base).tree, edits, "")
+    for gone in replaced:
+        new_map.pop(gone, None)
     who = pygit2.Signature(author[:200] or "agent", DAEMON_SIG[1], now_ms // 1000, 0)
     commit = repo.create_commit(None, who, pygit2.Signature(*DAEMON_SIG, now_ms // 1000, 0), message, tree, [pygit2.Oid(hex=base)])
     return str(commit), new_map
+
+
+def _write_tree(repo: pygit2.Repository, tree: pygit2.Tree | None, edits: dict, prefix: str
+                ) -> tuple[pygit2.Oid | None, list[str]]:
+    """`tree` with `edits` (path below `prefix` -> (blob, mode), None to delete) and the paths of
+    files a new folder replaced (a file `a` gives way to `a/b`, as in a git index). None for a
+    tree left empty."""
+    builder = repo.TreeBuilder(tree) if tree is not None else repo.TreeBuilder()
+    below: dict[str, dict] = {}
+    replaced: list[str] = []
+    for path, edit in edits.items():
+        name, sep, _ = path[len(prefix):].partition("/")
+        if sep:
+            below.setdefault(name, {})[path] = edit
+        elif edit is None:
+            if builder.get(name) is not None:
+                builder.remove(name)
+        else:
+            held = builder.get(name)
+            if held is not None and held.filemode == pygit2.GIT_FILEMODE_TREE:
+                raise LoncaError("invalid", f"{path} is a folder of the base: delete its files in the same change")
+            builder.insert(name, edit[0], edit[1])
+    for name, sub in below.items():
+        held = builder.get(name)
+        if held is not None and held.filemode != pygit2.GIT_FILEMODE_TREE:
+            replaced.append(prefix + name)
+            held = None
+        oid, gone = _write_tree(repo, repo[held.id] if held is not None else None, sub, prefix + name + "/")
+        replaced += gone
+        if oid is None:
+            if builder.get(name) is not None:
+                builder.remove(name)
+        else:
+            builder.insert(name, oid, pygit2.GIT_FILEMODE_TREE)
+    return (builder.write() if len(builder) or not prefix else None), replaced
 
 
 def facts_of(repo: pygit2.Repository, cache: SymbolCache, base: str, base_map: dict, new_map: dict):

@@ -138,7 +138,7 @@ async def prepare(call: Call, rs: RepoState, base: str, files: list[dict], messa
                         d.tree_maps.get(store, rs.trunk))
     prepared = await asyncio.to_thread(work)
     if prepared is not None:
-        d.warmer.ask(rs.name, base, prepared.base_map)    # the next proposal on this base is quicker
+        d.warmer.ask(rs.name, rs.trunk)    # the next proposal on trunk is quicker
     return prepared
 
 

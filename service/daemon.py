@@ -43,7 +43,7 @@ class Daemon:
         self._policies: dict[tuple[str, str], Policy] = {}
         self.tree_maps = TreeMaps()
         self.symbols = SymbolCache()
-        self.warmer = SymbolWarmer(self.symbols, self.store)
+        self.warmer = SymbolWarmer(self.symbols, self.store, self.tree_maps)
         self.rate = RateLimiter()
         self.told: dict[tuple[str, str], set] = {}  # inbox: what each session was told (memory only)
         self.verifying: set[str] = set()  # changes whose checks are running

@@ -122,6 +122,7 @@ class QueueRunner:
 
     def move_trunk(self, repo: str, commit: str) -> None:
         self.d.store(repo).references.create(TRUNK_REF, pygit2.Oid(hex=commit), force=True)
+        self.d.warmer.ask(repo, commit)
 
 
 class _Moved(Exception):

@@ -1,56 +1,93 @@
 """Warming the bases that proposals are made against, off the request path.
 
 The first change to a base that renames or re-signs a common name (`__init__`, `run`) would
-otherwise read every file that mentions it while the agent waits. Once a base has been asked
-about, `warm_base` answers its own names for all its files, one base at a time on a thread of
-its own, and keeps the index that lets `affected` visit only the files holding a name.
+otherwise read every file that mentions it while the agent waits. `warm_base` answers, for all
+the files of a base, the names its own symbols define, and keeps the index that lets `affected`
+visit only the files holding a name.
 
-The symbol cache is most of the worker's heap, and a full collection walks all of it (a tenth of
-a second for a 2 000-file base). After a warm, garbage is collected once and what is left is
-frozen (gc.freeze): later full collections walk only what came after. Tables hold no cycles,
-so a frozen one that leaves the cache is still freed by its reference count.
+One thread warms, one base at a time. Each repository has at most one warm waiting, the newest
+commit asked for: a trunk that moved thirty times while a warm ran is warmed once, at its last
+commit. A warm starts from the repository's last warmed index and the files that changed since
+(change_build.tree_changes, which descends only into subtrees that differ), so a trunk move costs
+what it changed, not the size of the repository. A stop is seen between files.
+
+There is no gc.collect here: a full collection walks the whole symbol cache (about a second at
+100 000 files) and holds the GIL, so every request waits for it (docs/decisions.md).
 """
 from __future__ import annotations
 
-import gc
 import logging
-from collections import OrderedDict
-from concurrent.futures import ThreadPoolExecutor
+import threading
+import time
 from typing import Callable
 
 import pygit2
 
-from lonca.symbols import SymbolCache, TreeEntry, warm_base
+from lonca.symbols import SymbolCache, warm_base
+
+from .change_build import TreeMaps, tree_changes
 
 log = logging.getLogger("lonca.symbols")
-_REMEMBERED = 256
 
 
 class SymbolWarmer:
-    def __init__(self, cache: SymbolCache, store: Callable[[str], pygit2.Repository]) -> None:
-        self.cache, self.store = cache, store
-        self._asked: OrderedDict[str, None] = OrderedDict()
-        self._pool = ThreadPoolExecutor(1, thread_name_prefix="lonca-warm")
+    def __init__(self, cache: SymbolCache, store: Callable[[str], pygit2.Repository],
+                 tree_maps: TreeMaps) -> None:
+        self.cache, self.store, self.tree_maps = cache, store, tree_maps
+        self._wanted: dict[str, str] = {}       # repo -> the newest commit asked for
+        self._last: dict[str, tuple[str, object]] = {}   # repo -> (commit, its NameIndex)
+        self._cond = threading.Condition()
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="lonca-warm", daemon=True)
+        self._thread.start()
 
-    def ask(self, repo: str, base: str, base_map: dict[str, TreeEntry]) -> None:
-        """Warm commit `base` of `repo` (its tree is `base_map`) unless it was asked before."""
-        if base in self._asked:
+    def ask(self, repo: str, commit: str) -> None:
+        """Warm `commit` of `repo` next, in place of any warm of it still waiting."""
+        with self._cond:
+            last = self._last.get(repo)
+            if last is not None and last[0] == commit:
+                self._wanted.pop(repo, None)
+                return
+            self._wanted[repo] = commit
+            self._cond.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._wanted and not self._stopping.is_set():
+                    self._cond.wait()
+                if self._stopping.is_set():
+                    return
+                repo = next(iter(self._wanted))
+                commit = self._wanted.pop(repo)
+            try:
+                self._warm(repo, commit)
+            except Exception:   # a warm only saves time later; the facts stay right without it
+                log.exception("warming base %s of %s failed", commit[:12], repo)
+
+    def _warm(self, repo: str, commit: str) -> None:
+        store = self.store(repo)
+        t0 = time.perf_counter()
+        last = self._last.get(repo)
+        if last is not None:
+            changes = tree_changes(store, store.get(last[0]).tree, store.get(commit).tree)
+            index = warm_base(changes, self.cache, lambda oid: store[oid].data, commit, since=last[1],
+                              stop=self._stopping.is_set)
+            what = f"{len(changes)} paths changed since {last[0][:12]}"
+        else:
+            index = warm_base(self.tree_maps.get(store, commit), self.cache, lambda oid: store[oid].data,
+                              commit, stop=self._stopping.is_set)
+            what = "from scratch"
+        if index is None:
             return
-        self._asked[base] = None
-        if len(self._asked) > _REMEMBERED:
-            self._asked.popitem(last=False)
-        self._pool.submit(self._warm, repo, base, base_map)
-
-    def _warm(self, repo: str, base: str, base_map: dict[str, TreeEntry]) -> None:
-        try:
-            store = self.store(repo)
-            read = warm_base(base_map, self.cache, lambda oid: store[oid].data, base)
-            gc.unfreeze()
-            gc.collect()
-            gc.freeze()
-            log.info("warmed base %s of %s: %d files read", base[:12], repo, read)
-        except Exception:   # a warm only saves time later; the facts stay right without it
-            log.exception("warming base %s of %s failed", base[:12], repo)
+        with self._cond:
+            self._last[repo] = (commit, index)
+        log.info("warmed base %s of %s: %s, %.0f ms", commit[:12], repo, what,
+                 (time.perf_counter() - t0) * 1000)
 
     def close(self) -> None:
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        """Stop: a running warm gives up at its next file."""
+        self._stopping.set()
+        with self._cond:
+            self._cond.notify_all()
+        self._thread.join(timeout=2)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 from collections import OrderedDict
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from tree_sitter import Tree
 
@@ -24,13 +24,14 @@ from .parsing import edited
 from .splice import spliced_table
 from .table import FileSymbols, parsed_table
 
+if TYPE_CHECKING:
+    from .mentions import NameIndex
+
 DEFAULT_MAX_BLOBS = 200_000
 DEFAULT_TREE_BYTES = 16 * 1024 * 1024  # source bytes; the trees take about 27x that (~430 MB at most)
 _MAX_PATHS_PER_BLOB = 8
 _MAX_BASES = 8
 
-# name -> (blob id, table) of the files of one base whose text holds the name (mentions.py)
-BaseIndex = dict[str, list[tuple[str, FileSymbols]]]
 
 
 class SymbolCache:
@@ -41,7 +42,7 @@ class SymbolCache:
         self._max_tree_bytes = tree_bytes
         self._tree_bytes = 0
         self._trees: OrderedDict[tuple[str, str | None], tuple[bytes, Tree]] = OrderedDict()
-        self._bases: OrderedDict[str, BaseIndex] = OrderedDict()
+        self._bases: OrderedDict[str, NameIndex] = OrderedDict()
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
@@ -97,7 +98,7 @@ class SymbolCache:
             self.hits += len(out) - out.count(None)
         return out
 
-    def base_index(self, key: str) -> BaseIndex | None:
+    def base_index(self, key: str) -> NameIndex | None:
         """The index kept for the base `key` names (keep_base_index), if any."""
         with self._lock:
             index = self._bases.get(key)
@@ -105,7 +106,7 @@ class SymbolCache:
                 self._bases.move_to_end(key)
             return index
 
-    def keep_base_index(self, key: str, index: BaseIndex) -> None:
+    def keep_base_index(self, key: str, index: NameIndex) -> None:
         """Keep `index` for the base that `key` names (a commit or tree id: one key, one
         tree, always); the last few bases are kept."""
         with self._lock:

@@ -30,8 +30,8 @@ import difflib
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, NamedTuple
 
-from .cache import BaseIndex, SymbolCache
-from .mentions import NOT_NAMES, mentioned
+from .cache import SymbolCache
+from .mentions import NOT_NAMES, NameIndex, mentioned
 from .table import FileSymbols, Symbol, cut, normalize, whole_file
 from .textdiff import changed_rows
 from .trees import TreeEntry, mode_word
@@ -103,7 +103,7 @@ class _Side(NamedTuple):
 class _Change:
     def __init__(self, base: Mapping[str, TreeEntry], new: Mapping[str, TreeEntry],
                  load: Callable[[str], bytes], cache: SymbolCache,
-                 index: BaseIndex | None) -> None:
+                 index: NameIndex | None) -> None:
         self.base, self.new, self.load, self.cache = base, new, load, cache
         self.index = index
         self.facts = Facts()
