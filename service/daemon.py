@@ -26,6 +26,7 @@ from .log import LogWriter
 from .methods import METHODS, Call
 from .server import Peer, SocketServer
 from .state import State
+from .symbol_store import SqliteTables
 from .symbol_warmer import SymbolWarmer
 from .store import LogRow, NonceRow, TokenRow, open_engine, repos_in_log
 
@@ -59,6 +60,7 @@ class Daemon:
         self.config.home.mkdir(parents=True, exist_ok=True, mode=0o700)
         self.config.repos_dir.mkdir(exist_ok=True)
         self.key = daemonkey.load_or_create(self.config.key_path)
+        self.symbols.store = await asyncio.to_thread(SqliteTables, self.config.home / "symbols.db")
         self.public_key = daemonkey.public_hex(self.key)
         self.engine = await asyncio.to_thread(open_engine, self.config.database_url)
         await asyncio.to_thread(self._replay)
@@ -68,6 +70,8 @@ class Daemon:
         await self.server.start()
         self._sweeper = asyncio.get_running_loop().create_task(self._sweep())
         self.queue.start()
+        for name, rs in self.state.repos.items():   # a restart warms trunk from the tables on disk
+            self.warmer.ask(name, rs.trunk)
 
     def _replay(self) -> None:
         """State is the replay of the logs, each checked against its chain; a log that does not
@@ -216,6 +220,8 @@ class Daemon:
         await self.server.close()
         await self.log.stop()
         self.warmer.close()
+        if self.symbols.store is not None:
+            self.symbols.store.close()
         self.engine.dispose()
 
 

@@ -154,7 +154,7 @@ def warm_base(base: Mapping, cache: SymbolCache, load: Callable[[str], bytes],
         if n % 64 == 0 and stop():
             return None
         held = {name for name in table.names if defined(name)}
-        _answer(table, held, lambda oid=oid: load(oid))
+        _answer(cache, oid, table, held, load)
         for name in held:
             holder_set(name).add(table.path)
     # names new to the vocabulary, which files that did not change may hold (from scratch,
@@ -167,7 +167,7 @@ def warm_base(base: Mapping, cache: SymbolCache, load: Callable[[str], bytes],
             if path in texts or came.isdisjoint(table.names):
                 continue
             held = came.intersection(table.names)
-            _answer(table, held, lambda oid=oid: load(oid))
+            _answer(cache, oid, table, held, load)
             for name in held:
                 holder_set(name).add(path)
     for name in counts.keys() | holders.keys():
@@ -187,10 +187,12 @@ def _defines(table: FileSymbols) -> set[str]:
     return {s.name for s in table.symbols if s.kind not in NOT_NAMES}
 
 
-def _answer(table: FileSymbols, names: set[str], data: Callable[[], bytes]) -> None:
+def _answer(cache: SymbolCache, oid: str, table: FileSymbols, names: set[str],
+            load: Callable[[str], bytes]) -> None:
     wanted = {n for n in names if n not in table.mentions}
     if wanted:
-        _warm(table, data(), wanted)
+        _warm(table, load(oid), wanted)
+        cache.answered(table, oid)
 
 
 def _warm(table: FileSymbols, data: bytes, wanted: set[str]) -> None:
