@@ -28,6 +28,7 @@ from .server import Peer, SocketServer
 from .state import State
 from .symbol_store import SqliteTables
 from .symbol_warmer import SymbolWarmer
+from .store_packer import StorePacker
 from .store import LogRow, NonceRow, TokenRow, open_engine, repos_in_log
 
 log = logging.getLogger("lonca.daemon")
@@ -45,6 +46,7 @@ class Daemon:
         self.tree_maps = TreeMaps()
         self.symbols = SymbolCache()
         self.warmer = SymbolWarmer(self.symbols, self.store, self.tree_maps)
+        self.packer = StorePacker(config.store_path)
         self.rate = RateLimiter()
         self.told: dict[tuple[str, str], set] = {}  # inbox: what each session was told (memory only)
         self.verifying: set[str] = set()  # changes whose checks are running
@@ -72,6 +74,7 @@ class Daemon:
         self.queue.start()
         for name, rs in self.state.repos.items():   # a restart warms trunk from the tables on disk
             self.warmer.ask(name, rs.trunk)
+            self.packer.nudge(name)
 
     def _replay(self) -> None:
         """State is the replay of the logs, each checked against its chain; a log that does not

@@ -123,6 +123,7 @@ class QueueRunner:
     def move_trunk(self, repo: str, commit: str) -> None:
         self.d.store(repo).references.create(TRUNK_REF, pygit2.Oid(hex=commit), force=True)
         self.d.warmer.ask(repo, commit)
+        self.d.packer.nudge(repo)
 
 
 class _Moved(Exception):

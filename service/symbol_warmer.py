@@ -90,4 +90,4 @@ class SymbolWarmer:
         self._stopping.set()
         with self._cond:
             self._cond.notify_all()
-        self._thread.join(timeout=2)
+        self._thread.join(timeout=1)

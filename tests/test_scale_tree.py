@@ -1,0 +1,51 @@
+"""`tree` answers sizes from object headers and paths from the worker's tree maps, made from the
+parent's after a trunk move: the same answer as the blobs themselves, before and after."""
+import base64
+
+import pygit2
+import pytest
+
+from helpers import acquire, propose
+from test_leases import APP, wait_status
+
+
+@pytest.fixture(params=["sqlite"])
+def database_url(request):
+    return None
+
+
+def check_tree(c, token: str, commit: str, store: pygit2.Repository) -> list[dict]:
+    files = c.call("tree", {"commit": commit, "with_content": True}, token=token)
+    assert [f["path"] for f in files] == sorted(f["path"] for f in files)
+    for f in files:
+        data = base64.b64decode(f["content_b64"])
+        assert f["size"] == len(data) == len(store[f["blob"]].data), f["path"]
+    walked = []
+
+    def walk(tree, prefix):
+        for e in tree:
+            if e.filemode == pygit2.GIT_FILEMODE_TREE:
+                walk(store[e.id], prefix + e.name + "/")
+            else:
+                walked.append(prefix + e.name)
+    walk(store[commit].tree, "")
+    assert sorted(walked) == [f["path"] for f in files]
+    return files
+
+
+def test_tree_sizes_are_the_blob_sizes_before_and_after_a_trunk_move(repo_env):
+    env, c = repo_env, repo_env.client
+    agent = env.agent("a")["token"]
+    store = pygit2.Repository(str(env.w.home / "repos" / "demo.git"))
+    base = env.status()["trunk"]
+    before = check_tree(c, agent, base, store)
+    acquire(c, agent, "app.py#charge", {"symbol": "docs/new/guide.py#<file>", "kind": "edit"},
+            {"symbol": "lib/util.py#<file>", "kind": "edit"})
+    change = propose(c, agent, base, {"app.py": APP.replace("amount * 2", "amount * 3" + " " * 70),
+                                      "docs/new/guide.py": "def guide():\n    return 'x' * 9\n",
+                                      "lib/util.py": None})
+    wait_status(c, agent, change["change"], "integrated")
+    after = check_tree(c, agent, env.status()["trunk"], store)
+    assert {f["path"] for f in after} == {f["path"] for f in before} - {"lib/util.py"} | {"docs/new/guide.py"}
+    one = c.call("tree", {"commit": env.status()["trunk"], "paths": ["app.py", "nowhere.py"]}, token=agent)
+    assert [(f["path"], f["size"]) for f in one] == [(f["path"], f["size"]) for f in after if f["path"] == "app.py"]
