@@ -57,10 +57,14 @@ def check_files(value) -> list[dict]:
     return out
 
 
+_ANCESTORS = 64     # how far back a held map is looked for; a whole walk costs ~1 µs a file
+
+
 class TreeMaps:
     """path -> TreeEntry of a commit's tree, kept for the last few commits (bases repeat). A
-    commit whose parent's map is held gets its map from the parent's and the subtrees that
-    differ (tree_changes), not from a walk of its whole tree: each trunk move is one."""
+    commit one of whose recent ancestors' map is held (a trunk move's parent, or further back
+    after a batch, whose middle commits nobody asked about) gets its map from that one and the
+    subtrees that differ (tree_changes), not from a walk of its whole tree."""
 
     def __init__(self, size: int = 64):
         self._maps: OrderedDict[str, dict[str, TreeEntry]] = OrderedDict()
@@ -79,16 +83,21 @@ class TreeMaps:
         if m is not None:
             return m
         commit = repo.get(commit_id)
-        for parent in commit.parents:
-            before = self.held(str(parent.id))
-            if before is not None:
-                m = dict(before)
-                for path, entry in tree_changes(repo, parent.tree, commit.tree).items():
-                    if entry is None:
-                        del m[path]
-                    else:
-                        m[path] = entry
+        ancestor, before = commit, None
+        for _ in range(_ANCESTORS):
+            if not ancestor.parents:
                 break
+            ancestor = ancestor.parents[0]
+            before = self.held(str(ancestor.id))
+            if before is not None:
+                break
+        if before is not None:
+            m = dict(before)
+            for path, entry in tree_changes(repo, ancestor.tree, commit.tree).items():
+                if entry is None:
+                    del m[path]
+                else:
+                    m[path] = entry
         else:
             m = tree_map(repo, commit.tree)
         self.put(commit_id, m)

@@ -49,3 +49,30 @@ def test_tree_sizes_are_the_blob_sizes_before_and_after_a_trunk_move(repo_env):
     assert {f["path"] for f in after} == {f["path"] for f in before} - {"lib/util.py"} | {"docs/new/guide.py"}
     one = c.call("tree", {"commit": env.status()["trunk"], "paths": ["app.py", "nowhere.py"]}, token=agent)
     assert [(f["path"], f["size"]) for f in one] == [(f["path"], f["size"]) for f in after if f["path"] == "app.py"]
+
+
+def test_tree_maps_made_from_an_ancestor_are_the_walked_ones(tmp_path):
+    import random
+
+    from lonca.service.change_build import TreeMaps, tree_changes, tree_map
+    repo = pygit2.init_repository(str(tmp_path / "s.git"), bare=True)
+    sig = pygit2.Signature("a", "b", 0, 0)
+    rnd = random.Random(2)
+    index = pygit2.Index()
+    commit = str(repo.create_commit(None, sig, sig, "m", index.write_tree(repo), []))
+    maps = TreeMaps()
+    maps.get(repo, commit)
+    for step in range(120):
+        before = repo[commit].tree
+        for _ in range(3):      # files and folders come and go, a file gives way to a folder
+            path = "/".join(rnd.choice("abcd") for _ in range(rnd.randrange(1, 4))) + rnd.choice([".py", ""])
+            if rnd.random() < 0.3 and len(index):
+                index.remove(rnd.choice([e.path for e in index]))
+            else:
+                index.add(pygit2.IndexEntry(path, repo.create_blob(str(rnd.random()).encode()), pygit2.GIT_FILEMODE_BLOB))
+        commit = str(repo.create_commit(None, sig, sig, "m", index.write_tree(repo), [pygit2.Oid(hex=commit)]))
+        walked = tree_map(repo, repo[commit].tree)
+        changes = tree_changes(repo, before, repo[commit].tree)
+        assert {p for p, e in changes.items() if e is not None} <= set(walked)
+        if step % 5 == 0:       # the commits between were never asked about
+            assert maps.get(repo, commit) == walked
