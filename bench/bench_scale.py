@@ -22,6 +22,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -35,7 +36,7 @@ TARGETS = {
     "ping p99 during integrations (ms)": "< 50", "ping max during integrations (ms)": "< 250",
     "facts.preview p95 (ms)": "< 30", "re-warm after a trunk move, median (ms)": "< 200",
     "restart: warm from disk (s)": "< 10", "worker RSS peak (MB)": "< 2048", "tree, whole (ms)": "< 300",
-    "tree, one path (ms)": "< 300", "stop while warming (s)": "< 2",
+    "tree, one path (ms)": "< 300", "stop while warming (s)": "< 2", "ping max during the first warm (ms)": "< 250",
 }
 
 
@@ -164,6 +165,30 @@ async def integrations(w: BenchWorker, tokens: list[str], n_files: int, n_change
             "facts.preview p95 (ms)": pct(previews, 95), "_landed": sum(landed), "_elapsed": elapsed}
 
 
+class ThreadPinger:
+    """Pings every 20 ms from a thread of its own, while the block it guards runs."""
+
+    def __init__(self, w: BenchWorker) -> None:
+        self.w, self.waits, self._stop = w, [], threading.Event()
+
+    def _run(self) -> None:
+        with self.w.client() as c:
+            while not self._stop.is_set():
+                t = time.perf_counter()
+                c.call("ping")
+                self.waits.append((time.perf_counter() - t) * 1000)
+                time.sleep(0.02)
+
+    def __enter__(self) -> "ThreadPinger":
+        self._thread = threading.Thread(target=self._run)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
 def rss_peak_mb(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmHWM:"):
@@ -231,8 +256,10 @@ def one_size(n_files: int, n_changes: int, n_agents: int) -> dict:
                 trunk = c.call("status", repo="bench", token=w.htoken)["trunk"]
                 first = change_files(1, 99)
                 c.call("facts.preview", {"base": trunk, "files": first}, repo="bench", token=tokens[0])
-            warmed = wait_for_warm(w.output, 1, 1800)
+            with ThreadPinger(w) as pings:
+                warmed = wait_for_warm(w.output, 1, 1800)
             out["first warm, from scratch (s)"] = time.perf_counter() - t if warmed else float("nan")
+            out["ping max during the first warm (ms)"] = max(pings.waits)
             out.update(asyncio.run(integrations(w, tokens, n_files, n_changes)))
             time.sleep(1)
             rewarms = [ms for what, ms in warm_lines(w.output) if "changed since" in what]

@@ -22,6 +22,7 @@ from lonca.symbols.cache import TABLE_FORMAT, Key, decode, encode
 
 log = logging.getLogger("lonca.symbols")
 _BATCH = 2000
+_QUERY = 500        # keys a query (SQLite allows 32 766 parameters)
 
 
 def _key(key: Key) -> str:
@@ -32,7 +33,8 @@ class SqliteTables:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._local = threading.local()
-        self._pending: dict[str, FileSymbols] = {}
+        self._pending: dict[str, tuple[int, FileSymbols]] = {}    # key -> (put number, table)
+        self._puts = 0
         self._cond = threading.Condition()
         self._closing = False
         con = self._connect()
@@ -61,7 +63,7 @@ class SqliteTables:
         with self._cond:
             queued = self._pending.get(k)
         if queued is not None:
-            return queued
+            return queued[1]
         try:
             row = self._connect().execute("SELECT data FROM tables WHERE key = ?", (k,)).fetchone()
             return decode(row[0]) if row is not None else None
@@ -69,9 +71,32 @@ class SqliteTables:
             log.warning("reading a symbol table from %s failed (%s); parsing instead", self.path, e)
             return None
 
+    def get_many(self, keys: list[Key]) -> dict[Key, FileSymbols]:
+        """The tables found of `keys`, a few hundred a query."""
+        wanted = {_key(k): k for k in keys}
+        out: dict[Key, FileSymbols] = {}
+        with self._cond:
+            for k, key in wanted.items():
+                if k in self._pending:
+                    out[key] = self._pending[k][1]
+        rest = [k for k in wanted if wanted[k] not in out]
+        con = self._connect()
+        try:
+            for i in range(0, len(rest), _QUERY):
+                chunk = rest[i:i + _QUERY]
+                marks = ",".join("?" * len(chunk))
+                for k, data in con.execute(f"SELECT key, data FROM tables WHERE key IN ({marks})", chunk):
+                    table = decode(data)
+                    if table is not None:
+                        out[wanted[k]] = table
+        except (sqlite3.Error, ValueError, EOFError, TypeError, IndexError) as e:
+            log.warning("reading symbol tables from %s failed (%s); parsing instead", self.path, e)
+        return out
+
     def put(self, key: Key, table: FileSymbols) -> None:
         with self._cond:
-            self._pending[_key(key)] = table
+            self._puts += 1     # a table put again (it learnt mentions) is written again
+            self._pending[_key(key)] = (self._puts, table)
             if len(self._pending) >= _BATCH:
                 self._cond.notify()
 
@@ -94,14 +119,14 @@ class SqliteTables:
                     break
             if batch:
                 try:
-                    rows = [(k, encode(t)) for k, t in batch]
+                    rows = [(k, encode(t)) for k, (_, t) in batch]
                     with con:
                         con.executemany("INSERT OR REPLACE INTO tables VALUES (?, ?)", rows)
                 except (sqlite3.Error, RuntimeError) as e:  # RuntimeError: mentions grew meanwhile
                     log.warning("writing symbol tables to %s failed: %s", self.path, e)
                 with self._cond:
-                    for k, t in batch:
-                        if self._pending.get(k) is t:
+                    for k, put in batch:
+                        if self._pending.get(k) is put:
                             del self._pending[k]
                     self._cond.notify_all()
         con.close()

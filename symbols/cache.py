@@ -48,6 +48,8 @@ class TableStore(Protocol):
 
     def get(self, key: Key) -> FileSymbols | None: ...
 
+    def get_many(self, keys: list[Key]) -> dict[Key, FileSymbols]: ...
+
     def put(self, key: Key, table: FileSymbols) -> None: ...
 
 
@@ -100,16 +102,38 @@ class SymbolCache:
         else:
             table = relabel(next(iter(by_path.values())), path)
         with self._lock:
-            by_path = self._blobs.get(key)
-            if by_path is None:
-                by_path = self._blobs[key] = {}
-            if len(by_path) < _MAX_PATHS_PER_BLOB and path not in by_path:
-                by_path[path] = table
-                self._bytes += table_bytes(table)
-            while self._bytes > self._max_bytes and len(self._blobs) > 1:
-                for gone in self._blobs.popitem(last=False)[1].values():
-                    self._bytes -= table_bytes(gone)
+            self._hold(key, path, table)
         return table
+
+    def stored(self, entries: list[tuple[str, str]]) -> list[FileSymbols | None]:
+        """held(), and what the store has of the rest, asked for all at once (a restart reads
+        a whole tree's tables back: one query per file cost as much as decoding them)."""
+        out = self.held(entries)
+        missing = [i for i, t in enumerate(out) if t is None]
+        if self.store is None or not missing:
+            return out
+        keys = [(entries[i][1], language_of(entries[i][0])) for i in missing]
+        found = self.store.get_many(keys)
+        with self._lock:
+            for i, key in zip(missing, keys):
+                table = found.get(key)
+                if table is not None:
+                    path = entries[i][0]
+                    out[i] = table = table if table.path == path else relabel(table, path)
+                    self._hold(key, path, table)
+        return out
+
+    def _hold(self, key: Key, path: str, table: FileSymbols) -> None:
+        """Under the lock: keep `table`, and drop the least recently used past the bound."""
+        by_path = self._blobs.get(key)
+        if by_path is None:
+            by_path = self._blobs[key] = {}
+        if len(by_path) < _MAX_PATHS_PER_BLOB and path not in by_path:
+            by_path[path] = table
+            self._bytes += table_bytes(table)
+        while self._bytes > self._max_bytes and len(self._blobs) > 1:
+            for gone in self._blobs.popitem(last=False)[1].values():
+                self._bytes -= table_bytes(gone)
 
     def answered(self, table: FileSymbols, oid: str) -> None:
         """`table` learnt mentions (mentions.py): the store keeps them too."""

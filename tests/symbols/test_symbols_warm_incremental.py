@@ -84,7 +84,7 @@ def test_incremental_warms_answer_what_a_warm_from_scratch_answers() -> None:
     cache = SymbolCache()
     tree = blobs.tree(files, modes)
     index = warm_base(tree, cache, blobs.load, "b0")
-    assert cache.base_index("b0") is index
+    assert cache.base_index("b0") is index and answers(index) == scratch(tree, blobs)
     for step in range(1, 40):
         move(files, modes, rnd, step)
         new = blobs.tree(files, modes)
