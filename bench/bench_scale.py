@@ -189,6 +189,13 @@ class ThreadPinger:
         self._thread.join()
 
 
+def cpu_s(pid: int) -> float:
+    """The worker's CPU time so far (user + system, all threads): a figure the other loads of a
+    shared machine do not stretch, as they stretch every wait."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def rss_peak_mb(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmHWM:"):
@@ -260,7 +267,9 @@ def one_size(n_files: int, n_changes: int, n_agents: int) -> dict:
                 warmed = wait_for_warm(w.output, 1, 1800)
             out["first warm, from scratch (s)"] = time.perf_counter() - t if warmed else float("nan")
             out["ping max during the first warm (ms)"] = max(pings.waits)
+            cpu = cpu_s(w.proc.pid)
             out.update(asyncio.run(integrations(w, tokens, n_files, n_changes)))
+            out["worker CPU per integration (ms)"] = (cpu_s(w.proc.pid) - cpu) * 1000 / max(1, out["_landed"])
             time.sleep(1)
             rewarms = [ms for what, ms in warm_lines(w.output) if "changed since" in what]
             out["re-warm after a trunk move, median (ms)"] = median(rewarms) if rewarms else float("nan")
@@ -270,6 +279,7 @@ def one_size(n_files: int, n_changes: int, n_agents: int) -> dict:
             out["tree, whole (ms)"] = tree_ms(w, trunk, None)
             out["tree, one path (ms)"] = tree_ms(w, trunk, [path_of(7)])
             out["worker RSS peak (MB)"] = rss_peak_mb(w.proc.pid)
+            out["load average (1 min, machine)"] = os.getloadavg()[0]
             out["stop (s)"] = timed_stop(w)
             before = len(warm_lines(w.output))
             out["restart: answering (s)"] = restart(w)
