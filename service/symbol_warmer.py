@@ -81,6 +81,8 @@ class SymbolWarmer:
         store = self.store(repo)
         t0 = time.perf_counter()
         last = self._last.get(repo)
+        if last is not None and last[0] == commit:     # asked again while it was being warmed
+            return
         if last is not None:
             changes = tree_changes(store, store.get(last[0]).tree, store.get(commit).tree)
             index = warm_base(changes, self.cache, lambda oid: store[oid].data, commit, since=last[1],

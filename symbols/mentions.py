@@ -126,22 +126,20 @@ def warm_base(base: Mapping, cache: SymbolCache, load: Callable[[str], bytes],
         return counts[name]
 
     def holder_set(name: str) -> set[str]:
+        """The holders of `name`, copied once a warm, when they change."""
         if name not in holders:
             entry = names.get(name)
             holders[name] = set(entry[1]) if entry is not None else set()
         return holders[name]
 
-    changed = base
-    for path in changed:                                # what the changed paths held before
+    held_before: dict[str, set[str]] = {}   # changed path -> the names it held before
+    for path in base:
         old = before.files.get(path)
-        if old is None:
-            continue
-        for name in _defines(old[1]):
-            counts[name] = count(name) - 1
-        for name in old[1].names:
-            if name in before.names:
-                holder_set(name).discard(path)
-    texts = {p: e for p, e in changed.items() if e is not None}
+        if old is not None:
+            held_before[path] = {name for name in old[1].names if name in before.names}
+            for name in _defines(old[1]):
+                counts[name] = count(name) - 1
+    texts = {p: e for p, e in base.items() if e is not None}
     new_tables = []
     for n, (oid, table) in enumerate(base_tables(texts, cache, load, before.files)):
         if n % 64 == 0 and stop():
@@ -149,22 +147,31 @@ def warm_base(base: Mapping, cache: SymbolCache, load: Callable[[str], bytes],
         new_tables.append((oid, table))
         for name in _defines(table):
             counts[name] = count(name) + 1
-    for path in changed:
-        if path in files:
+    now = {t.path for _, t in new_tables}
+    for path in base:       # assigned in place where a path stays: a dict with holes copies slower
+        if path in files and path not in now:
             del files[path]
     for oid, table in new_tables:
         files[table.path] = (oid, table)
+
     def defined(name: str) -> bool:
         n = counts.get(name)
         return n > 0 if n is not None else name in names
 
+    held_now: dict[str, set[str]] = {}
     for n, (oid, table) in enumerate(new_tables):
         if n % 64 == 0 and stop():
             return None
-        held = {name for name in table.names if defined(name)}
+        held = held_now[table.path] = {name for name in table.names if defined(name)}
         _answer(cache, oid, table, held, load)
-        for name in held:
-            holder_set(name).add(table.path)
+    # a holder set changes only by the names a path gained or lost: a common name (`run`, held
+    # by every file) held on both sides of an edit is not copied
+    for path in held_before.keys() | held_now.keys():
+        was, now_held = held_before.get(path, set()), held_now.get(path, set())
+        for name in was - now_held:
+            holder_set(name).discard(path)
+        for name in now_held - was:
+            holder_set(name).add(path)
     # names new to the vocabulary, which files that did not change may hold
     came = {name for name, n in counts.items() if n and name not in before.names}
     if came:
@@ -179,10 +186,12 @@ def warm_base(base: Mapping, cache: SymbolCache, load: Callable[[str], bytes],
                 holder_set(name).add(path)
     for name in counts.keys() | holders.keys():
         n = count(name)
-        if n:
-            names[name] = (n, frozenset(holder_set(name)))
-        else:
+        if not n:
             names.pop(name, None)
+        elif name in holders:
+            names[name] = (n, frozenset(holders[name]))
+        else:
+            names[name] = (n, names[name][1] if name in names else frozenset())
     index = NameIndex(files, names)
     if key is not None:
         cache.keep_base_index(key, index)
