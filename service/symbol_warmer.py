@@ -79,7 +79,7 @@ class SymbolWarmer:
 
     def _warm(self, repo: str, commit: str) -> None:
         store = self.store(repo)
-        t0 = time.perf_counter()
+        t0, cpu0 = time.perf_counter(), time.thread_time()
         last = self._last.get(repo)
         if last is not None and last[0] == commit:     # asked again while it was being warmed
             return
@@ -97,8 +97,8 @@ class SymbolWarmer:
             return
         with self._cond:
             self._last[repo] = (commit, index)
-        log.info("warmed base %s of %s: %s, %.0f ms", commit[:12], repo, what,
-                 (time.perf_counter() - t0) * 1000)
+        log.info("warmed base %s of %s: %s, %.0f ms (%.0f ms of CPU)", commit[:12], repo, what,
+                 (time.perf_counter() - t0) * 1000, (time.thread_time() - cpu0) * 1000)
 
     def _stop_and_freeze(self) -> Callable[[], bool]:
         """warm_base's `stop`, asked every 64 files: whether to stop, and every 32nd time a freeze."""
