@@ -8,7 +8,7 @@ from collections import OrderedDict
 import pygit2
 
 from lonca.protocol import LoncaError
-from lonca.symbols import SymbolCache, TreeEntry, compute_facts
+from lonca.symbols import SymbolCache, TreeEntry, compute_facts, mode_word
 
 from .gitstore import DAEMON_SIG, commit_of, walk_tree
 
@@ -58,6 +58,7 @@ def check_files(value) -> list[dict]:
 
 
 _ANCESTORS = 64     # how far back a held map is looked for; a whole walk costs ~1 µs a file
+_SIZES = 400_000    # blob sizes remembered (about 60 MB)
 
 
 class TreeMaps:
@@ -66,8 +67,9 @@ class TreeMaps:
     after a batch, whose middle commits nobody asked about) gets its map from that one and the
     subtrees that differ (tree_changes), not from a walk of its whole tree."""
 
-    def __init__(self, size: int = 64):
+    def __init__(self, size: int = 16):
         self._maps: OrderedDict[str, dict[str, TreeEntry]] = OrderedDict()
+        self._sizes: OrderedDict[str, int] = OrderedDict()      # blob id -> size (blobs never change)
         self._lock = threading.Lock()  # shared by the worker's threads
         self.size = size
 
@@ -102,6 +104,20 @@ class TreeMaps:
             m = tree_map(repo, commit.tree)
         self.put(commit_id, m)
         return m
+
+    def entry(self, repo: pygit2.Repository, path: str, e: TreeEntry) -> dict:
+        """The seed's tree entry of `e` at `path`, its size from the object's header once, then
+        from memory (a header of a deltified packed object costs tens of µs)."""
+        if e.mode == "160000":
+            return {"path": path, "mode": "submodule", "blob": e.oid, "size": 0}
+        size = self._sizes.get(e.oid)
+        if size is None:
+            size = repo.odb.read_header(e.oid)[1]
+            with self._lock:
+                self._sizes[e.oid] = size
+                if len(self._sizes) > _SIZES:
+                    self._sizes.popitem(last=False)
+        return {"path": path, "mode": mode_word(e.mode), "blob": e.oid, "size": size}
 
     def put(self, commit_id: str, m: dict[str, TreeEntry]) -> None:
         with self._lock:
@@ -208,6 +224,15 @@ def _write_tree(repo: pygit2.Repository, tree: pygit2.Tree | None, edits: dict, 
     return (builder.write() if len(builder) or not prefix else None), replaced
 
 
-def facts_of(repo: pygit2.Repository, cache: SymbolCache, base: str, base_map: dict, new_map: dict):
-    """Facts of a proposal on commit `base` (whose index the symbol warmer may have kept)."""
-    return compute_facts(base_map, new_map, lambda oid: repo[oid].data, cache, base)
+def facts_of(repo: pygit2.Repository, cache: SymbolCache, base: str, base_map: dict, new_map: dict,
+             files: list[dict] | None = None):
+    """Facts of a proposal on commit `base` (whose index the symbol warmer may have kept);
+    `files`, the proposal's (check_files), names every path that can differ: its paths, and
+    the folders above them, where a file may have given way to a folder (build_commit)."""
+    paths = None
+    if files is not None:
+        paths = set()
+        for f in files:
+            parts = f["path"].split("/")
+            paths.update("/".join(parts[:i]) for i in range(1, len(parts) + 1))
+    return compute_facts(base_map, new_map, lambda oid: repo[oid].data, cache, base, paths)

@@ -120,7 +120,7 @@ async def tree(call: Call) -> list:
         gitstore.commit_of(store, commit)
         files = d.tree_maps.get(store, commit)
         paths = sorted(files) if wanted is None else sorted(files.keys() & set(wanted))
-        return [gitstore.file_entry(store, x, files[x].oid, int(files[x].mode, 8)) for x in paths]
+        return [d.tree_maps.entry(store, x, files[x]) for x in paths]
     files = await asyncio.to_thread(entries)
     if with_content:
         if sum(gitstore.b64_size(f["size"]) for f in files) > call.daemon.config.limits.page_b64:

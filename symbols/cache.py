@@ -72,10 +72,12 @@ class SymbolCache:
         return len(self._blobs)
 
     def table(self, path: str, oid: str, load: Callable[[], bytes], base: str | None = None,
-              base_data: bytes | None = None) -> FileSymbols:
+              base_data: bytes | None = None, keep_tree: bool = True) -> FileSymbols:
         """The table of blob `oid` at `path`; `base` is the blob it replaces there (its bytes in
         `base_data`, when the caller has them): the new table is spliced from the base's
-        (symbols/splice.py), or else parsed starting from the base's kept tree, if any."""
+        (symbols/splice.py), or else parsed starting from the base's kept tree, if any.
+        `keep_tree=False` when the blob is one of a whole tree read at once (a first warm): its
+        tree would push out those of blobs just edited, for a file nobody is editing."""
         key = (oid, language_of(path))
         with self._lock:
             by_path = self._blobs.get(key)
@@ -95,7 +97,7 @@ class SymbolCache:
                 table = self._spliced(path, key[1], base, base_data, data)
                 if table is None:
                     table, tree = parsed_table(path, data, old=self._edited(base, key[1], data))
-                    if tree is not None:
+                    if tree is not None and keep_tree:
                         self._keep(key, data, tree)
                 if self.store is not None:
                     self.store.put(key, table)
