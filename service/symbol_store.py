@@ -100,13 +100,6 @@ class SqliteTables:
             if len(self._pending) >= _BATCH:
                 self._cond.notify()
 
-    def flush(self) -> None:
-        """Wait until what was put is written."""
-        with self._cond:
-            self._cond.notify()
-            while self._pending and self._writer.is_alive():
-                self._cond.wait(0.05)
-
     def _write(self) -> None:
         con = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         con.execute("PRAGMA synchronous=NORMAL")
@@ -134,7 +127,7 @@ class SqliteTables:
     def count(self) -> int:
         return self._connect().execute("SELECT count(*) FROM tables").fetchone()[0]
 
-    def close(self, timeout_s: float = 1.0) -> None:
+    def close(self, timeout_s: float = 0.5) -> None:
         """Write what is queued, for at most `timeout_s` (the rest is parsed again later)."""
         with self._cond:
             self._closing = True
