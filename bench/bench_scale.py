@@ -127,16 +127,6 @@ async def agent(socket: Path, token: str, follower: Follower, files: list[int], 
     return landed
 
 
-async def pinger(socket: Path, stop: asyncio.Event, waits: list[float]) -> None:
-    conn = await Conn.open(socket)
-    while not stop.is_set():
-        t = time.perf_counter()
-        await conn.call("ping", repo=None)
-        waits.append((time.perf_counter() - t) * 1000)
-        await asyncio.sleep(0.02)
-    conn.close()
-
-
 async def integrations(w: BenchWorker, tokens: list[str], n_files: int, n_changes: int) -> dict:
     socket = w.socket
     fconn = await Conn.open(socket)
@@ -147,15 +137,12 @@ async def integrations(w: BenchWorker, tokens: list[str], n_files: int, n_change
     per = n_changes // len(tokens)
     step = max(1, n_files // (per * len(tokens)))
     previews: list[float] = []
-    waits: list[float] = []
-    stop = asyncio.Event()
-    pinging = asyncio.create_task(pinger(socket, stop, waits))
+    pinger = Pinger(socket)
     t0 = time.perf_counter()
     landed = await asyncio.gather(*(agent(socket, tok, follower, [(a * per + k) * step for k in range(per)], previews)
                                     for a, tok in enumerate(tokens)))
     elapsed = time.perf_counter() - t0
-    stop.set()
-    await pinging
+    waits = pinger.stop()
     following.cancel()
     fconn.close()
     lat = [(follower.integrated_ms[c] - follower.proposed_ms[c]) / 1000
@@ -165,28 +152,42 @@ async def integrations(w: BenchWorker, tokens: list[str], n_files: int, n_change
             "facts.preview p95 (ms)": pct(previews, 95), "_landed": sum(landed), "_elapsed": elapsed}
 
 
-class ThreadPinger:
-    """Pings every 20 ms from a thread of its own, while the block it guards runs."""
+_PING = """
+import json, sys, time
+from lonca.client import Client
+waits = []
+with Client(sys.argv[1]) as c:
+    while not sys.stdin.readline().strip():     # the bench writes a line to stop
+        t = time.perf_counter()
+        c.call("ping")
+        waits.append((time.perf_counter() - t) * 1000)
+print(json.dumps(waits))
+"""
 
-    def __init__(self, w: BenchWorker) -> None:
-        self.w, self.waits, self._stop = w, [], threading.Event()
 
-    def _run(self) -> None:
-        with self.w.client() as c:
-            while not self._stop.is_set():
-                t = time.perf_counter()
-                c.call("ping")
-                self.waits.append((time.perf_counter() - t) * 1000)
-                time.sleep(0.02)
+class Pinger:
+    """Pings every 20 ms from a process of its own: the bench's own loop, busy with 50 agents,
+    would otherwise add its waits to the worker's."""
 
-    def __enter__(self) -> "ThreadPinger":
-        self._thread = threading.Thread(target=self._run)
-        self._thread.start()
-        return self
+    def __init__(self, socket: Path) -> None:
+        self.proc = subprocess.Popen([sys.executable, "-c", _PING, str(socket)], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, text=True)
+        self._ticker = threading.Thread(target=self._tick, daemon=True)
+        self._stopped = threading.Event()
+        self._ticker.start()
 
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        self._thread.join()
+    def _tick(self) -> None:
+        while not self._stopped.wait(0.02):
+            try:
+                self.proc.stdin.write("\n")
+                self.proc.stdin.flush()
+            except (BrokenPipeError, ValueError):
+                return
+
+    def stop(self) -> list[float]:
+        self._stopped.set()
+        self._ticker.join()
+        return json.loads(self.proc.communicate("stop\n", timeout=60)[0])
 
 
 def cpu_s(pid: int) -> float:
@@ -263,11 +264,12 @@ def one_size(n_files: int, n_changes: int, n_agents: int) -> dict:
                 trunk = c.call("status", repo="bench", token=w.htoken)["trunk"]
                 first = change_files(1, 99)
                 c.call("facts.preview", {"base": trunk, "files": first}, repo="bench", token=tokens[0])
-            with ThreadPinger(w) as pings:
-                warmed = wait_for_warm(w.output, 1, 1800)
+            pinger = Pinger(w.socket)
+            warmed = wait_for_warm(w.output, 1, 1800)
+            pings = pinger.stop()
             out["first warm, from scratch (s)"] = time.perf_counter() - t if warmed else float("nan")
             out["first warm, from scratch, its CPU (s)"] = warm_lines(w.output)[0][2] / 1000 if warmed else float("nan")
-            out["ping max during the first warm (ms)"] = max(pings.waits)
+            out["ping max during the first warm (ms)"] = max(pings)
             cpu = cpu_s(w.proc.pid)
             out.update(asyncio.run(integrations(w, tokens, n_files, n_changes)))
             out["worker CPU per integration (ms)"] = (cpu_s(w.proc.pid) - cpu) * 1000 / max(1, out["_landed"])
