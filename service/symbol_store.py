@@ -55,6 +55,7 @@ class SqliteTables:
             con = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
             con.execute("PRAGMA journal_mode=WAL")
             con.execute("PRAGMA synchronous=NORMAL")   # a lost row is parsed again, never wrong
+            con.execute("PRAGMA busy_timeout=10000")   # a first warm's process writes too
             self._local.con = con
         return con
 
@@ -103,6 +104,7 @@ class SqliteTables:
     def _write(self) -> None:
         con = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         con.execute("PRAGMA synchronous=NORMAL")
+        con.execute("PRAGMA busy_timeout=10000")
         while True:
             with self._cond:
                 if not self._pending and not self._closing:

@@ -24,17 +24,32 @@ from __future__ import annotations
 
 import gc
 import logging
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 from typing import Callable
 
 import pygit2
 
 from lonca.symbols import SymbolCache, warm_base
 
-from .change_build import TreeMaps, tree_changes
+from .change_build import TreeMaps, tree_changes, tree_map
+from .symbol_store import SqliteTables
 
 log = logging.getLogger("lonca.symbols")
+ELSEWHERE = 5000    # files from which a warm from scratch is made in a process of its own
+
+
+def warm_into(store_path: str, commit: str, tables_path: str) -> None:
+    """In a process of its own: warm `commit` of the store into the tables on disk. The process
+    is short-lived, so its collector is off."""
+    gc.disable()
+    repo = pygit2.Repository(store_path)
+    tables = SqliteTables(Path(tables_path))
+    warm_base(tree_map(repo, repo.get(commit).tree), SymbolCache(store=tables), lambda oid: repo[oid].data)
+    tables.close(timeout_s=3600)
 
 
 def _freeze() -> None:
@@ -89,7 +104,11 @@ class SymbolWarmer:
                               stop=self._stopping.is_set)
             what = f"{len(changes)} paths changed since {last[0][:12]}"
         else:
-            index = warm_base(self.tree_maps.get(store, commit), self.cache, lambda oid: store[oid].data,
+            files = self.tree_maps.get(store, commit)
+            if len(files) >= ELSEWHERE and self.cache.store is not None \
+                    and not self._elsewhere(store.path, commit, str(self.cache.store.path)):
+                return
+            index = warm_base(files, self.cache, lambda oid: store[oid].data,
                               commit, stop=self._stop_and_freeze())
             _freeze()
             what = "from scratch"
@@ -99,6 +118,24 @@ class SymbolWarmer:
             self._last[repo] = (commit, index)
         log.info("warmed base %s of %s: %s, %.0f ms (%.0f ms of CPU)", commit[:12], repo, what,
                  (time.perf_counter() - t0) * 1000, (time.thread_time() - cpu0) * 1000)
+
+    def _elsewhere(self, store_path: str, commit: str, tables_path: str) -> bool:
+        """The tables and mentions of a whole tree, made by a process of their own into the
+        tables on disk, which this process then reads back as a restart does (decoding a table
+        costs a tenth of parsing it, and the parsing no longer holds this process's GIL). False
+        when the worker stops meanwhile: the process is ended."""
+        # a plain interpreter, not multiprocessing: its spawn would run `python -m lonca`'s main again
+        proc = subprocess.Popen([sys.executable, "-c", "import sys; from lonca.service.symbol_warmer import "
+                                 "warm_into; warm_into(*sys.argv[1:])", store_path, commit, tables_path],
+                                stdin=subprocess.DEVNULL)
+        while proc.poll() is None:
+            if self._stopping.wait(0.1):
+                proc.kill()
+                proc.wait()
+                return False
+        if proc.returncode:
+            log.warning("the warm of %s in a process of its own exited %s; warming here", commit[:12], proc.returncode)
+        return True
 
     def _stop_and_freeze(self) -> Callable[[], bool]:
         """warm_base's `stop`, asked every 64 files: whether to stop, and every 32nd time a freeze."""

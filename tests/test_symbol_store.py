@@ -78,3 +78,35 @@ def test_the_cache_is_bounded_by_bytes() -> None:
         assert small.held_bytes <= budget
     assert 0 < len(small) < len(tables)
     assert whole.held_bytes == sum(table_bytes(t) for t in tables)
+
+
+def test_a_first_warm_made_in_a_process_of_its_own_is_the_same(tmp_path, monkeypatch) -> None:
+    import time
+
+    import pygit2
+
+    from bench.scale_repo import build
+    from lonca.service import symbol_warmer
+    from lonca.service.change_build import TreeMaps, tree_map
+
+    monkeypatch.setattr(symbol_warmer, "ELSEWHERE", 100)
+    repo = build(tmp_path / "s.git", 400)
+    head = str(repo.references["refs/heads/main"].target)
+    tables = SqliteTables(tmp_path / "symbols.db")
+    cache = SymbolCache(store=tables)
+    warmer = symbol_warmer.SymbolWarmer(cache, lambda name: pygit2.Repository(str(tmp_path / "s.git")), TreeMaps())
+    warmer.ask("demo", head)
+    deadline = time.monotonic() + 60
+    while cache.base_index(head) is None:
+        assert time.monotonic() < deadline, "the warm did not end"
+        time.sleep(0.05)
+    warmer.close()
+    assert tables.count() == 400 and cache.misses == 0     # parsed by the other process, read back here
+    got = cache.base_index(head)
+    want = warm_base(tree_map(repo, repo.get(head).tree), SymbolCache(), lambda oid: repo[oid].data)
+    assert got.names == want.names
+    for path, (oid, table) in want.files.items():
+        assert got.files[path][0] == oid
+        assert {n: set(m) for n, m in got.files[path][1].mentions.items()} == \
+            {n: set(m) for n, m in table.mentions.items()}
+    tables.close()
