@@ -12,7 +12,6 @@ each beside a baseline measured in the same run:
 """
 from __future__ import annotations
 
-import gc
 import hashlib
 import os
 import pathlib
@@ -82,8 +81,6 @@ def _facts_p95(contents: dict[str, bytes], warm_new: bool) -> tuple[float, float
     for p in paths:
         cache.table(p, base[p].oid, lambda p=p: contents[p])
     warm_base(base, cache, blobs.__getitem__, BASE_KEY)
-    gc.collect()    # as the worker does once a base is warm (service/symbol_warmer.py)
-    gc.freeze()
     warm_s = time.perf_counter() - started
     times = []
     for _ in range(FACTS_RUNS):

@@ -18,19 +18,22 @@ from lonca.protocol import session_start_op
 
 
 class BenchWorker:
-    def __init__(self, extra_env: dict | None = None):
+    def __init__(self, extra_env: dict | None = None, output: Path | None = None):
+        """`output`: a file for the worker's stdout and stderr (its log), else nowhere."""
         self.tmp = Path(tempfile.mkdtemp(prefix="lonca-bench-"))
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("LONCA_")}
         self.env.update(LONCA_HOME=str(self.tmp / "home"), LONCA_HUMANS=str(self.tmp / "humans"), **(extra_env or {}))
         os.environ["LONCA_HUMANS"] = self.env["LONCA_HUMANS"]
         self.socket = self.tmp / "home" / "lonca.sock"
+        self.output = output
         self.start()
         self.key = humankeys.create_key("bench")
 
     def start(self, timeout_s: float = 120) -> None:
         """(Re)start the worker process on the same home; returns once it answers ping."""
+        sink = open(self.output, "ab") if self.output else subprocess.DEVNULL
         self.proc = subprocess.Popen([sys.executable, "-m", "lonca", "daemon"], env=self.env,
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                                     stdout=sink, stderr=subprocess.STDOUT if self.output else subprocess.DEVNULL)
         if wait_until_answering(self.proc, self.socket, timeout_s):
             raise RuntimeError("the bench's worker did not start")
 

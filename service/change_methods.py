@@ -120,13 +120,13 @@ async def prepare(call: Call, rs: RepoState, base: str, files: list[dict], messa
         base_map = d.tree_maps.get(store, base)
         commit, new_map = build_commit(store, base, files, message, author, d.now_ms(), base_map,
                                        rs.policy.case_twins)
-        facts = facts_of(store, d.symbols, base, base_map, new_map)
+        facts = facts_of(store, d.symbols, base, base_map, new_map, files)
         mismatches = compare_claim(claim, facts) if claim is not None else []
         return Prepared(commit, facts_json(facts), list(facts.syntax_errors), mismatches, base_map,
                         d.tree_maps.get(store, rs.trunk))
     prepared = await asyncio.to_thread(work)
     if prepared is not None:
-        d.warmer.ask(rs.name, base, prepared.base_map)    # the next proposal on this base is quicker
+        d.warmer.ask(rs.name, rs.trunk)    # the next proposal on trunk is quicker
     return prepared
 
 

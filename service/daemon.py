@@ -29,8 +29,10 @@ from .method_table import METHODS
 from .methods import Call
 from .server import Peer, SocketServer
 from .state import State
+from .symbol_store import SqliteTables
 from .symbol_warmer import SymbolWarmer
 from .store import CheckpointRow, LogRow, NonceRow, TokenRow, open_engine, repos_in_log
+from .store_packer import StorePacker
 from .supervision import supervise
 
 log = logging.getLogger("lonca.daemon")
@@ -48,7 +50,8 @@ class Daemon:
         self._policies: dict[tuple[str, str], Policy] = {}
         self.tree_maps = TreeMaps()
         self.symbols = SymbolCache()
-        self.warmer = SymbolWarmer(self.symbols, self.store)
+        self.warmer = SymbolWarmer(self.symbols, self.store, self.tree_maps)
+        self.packer = StorePacker(config.store_path)
         self.rate = RateLimiter()
         self.told: dict[tuple[str, str], Told] = {}  # inbox: what each live session was told (memory only)
         self.verifying: set[str] = set()  # changes whose checks are running
@@ -83,6 +86,7 @@ class Daemon:
             logged = await asyncio.to_thread(db.daemon_keys_in_log, self.engine)
             self.key = daemonkey.load_or_create(self.config.key_path, logged)
             self.public_key = daemonkey.public_hex(self.key)
+            self.symbols.store = await asyncio.to_thread(SqliteTables, self.config.home / "symbols.db")
             checks_dir = self.config.home / "checks"
             killed = reap_leftovers(checks_dir)
             if killed:
@@ -97,6 +101,9 @@ class Daemon:
         await self.server.start()
         self._sweeper = supervise("sweeper", self._sweep(), self._fatal)
         self.queue.start(self._fatal)
+        for name, rs in self.state.repos.items():   # a restart warms trunk from the tables on disk
+            self.warmer.ask(name, rs.trunk)
+            self.packer.nudge(name)
 
     def _prepare_home(self, sqlite_file) -> None:
         """The home is made 0700. One made by someone else is never chmod-ed; it is refused when it
@@ -331,6 +338,8 @@ class Daemon:
         await self.checkpoint(1)  # the next start replays nothing
         await self.log.stop()
         self.warmer.close()
+        if self.symbols.store is not None:
+            self.symbols.store.close()
         self.engine.dispose()
         if self.db_lock is not None:
             self.db_lock.release()

@@ -92,10 +92,11 @@ def walk_tree(repo: pygit2.Repository, tree: pygit2.Tree, prefix: str = ""):
 
 
 def file_entry(repo: pygit2.Repository, path: str, oid, filemode: int) -> dict:
-    """The seed's tree entry: path, mode, blob, size (0 for a submodule)."""
+    """The seed's tree entry: path, mode, blob, size (0 for a submodule). The size comes from
+    the object's header: the blob is not read (it was 94 % of `tree` at 100 000 files)."""
     if filemode == pygit2.GIT_FILEMODE_COMMIT:
         return {"path": path, "mode": "submodule", "blob": str(oid), "size": 0}
-    return {"path": path, "mode": mode_name(filemode), "blob": str(oid), "size": repo[oid].size}
+    return {"path": path, "mode": mode_name(filemode), "blob": str(oid), "size": repo.odb.read_header(oid)[1]}
 
 
 def list_tree(repo: pygit2.Repository, commit_id: str) -> list[dict]:

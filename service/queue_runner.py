@@ -144,6 +144,9 @@ class QueueRunner:
             gitstore.move_trunk(self.d.store(repo), self.d.config.store_path(repo), commit)
         except pygit2.GitError as e:
             log.error("%s: trunk's ref could not move to %s (%s); tried again on the next wake", repo, commit, e)
+            return
+        self.d.warmer.ask(repo, commit)
+        self.d.packer.nudge(repo)
 
     def _repair_trunk(self, rs: RepoState) -> None:
         """Trunk's ref names what the log last integrated (durably: never during a commit)."""

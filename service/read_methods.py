@@ -108,10 +108,16 @@ async def tree(call: Call) -> list:
     p = call.params
     call.repo_state()  # an unknown repository is not_found before anything else
     commit, with_content, wanted = p["commit"], p.get("with_content", False), p.get("paths")
-    files = await on_store(call, gitstore.list_tree, commit)
-    if wanted is not None:
-        keep = set(wanted)
-        files = [f for f in files if f["path"] in keep]
+    maps = call.daemon.tree_maps
+
+    def entries(store: pygit2.Repository) -> list[dict]:
+        """From the worker's map of the commit's tree (made from its parent's when that is
+        held): the cost is that of the paths answered."""
+        gitstore.commit_of(store, commit)
+        files = maps.get(store, commit)
+        paths = sorted(files) if wanted is None else sorted(files.keys() & set(wanted))
+        return [maps.entry(store, x, files[x]) for x in paths]
+    files = await on_store(call, entries)
     if with_content:
         if sum(gitstore.b64_size(f["size"]) for f in files) > call.daemon.config.limits.page_b64:
             raise LoncaError("too_large", "the tree's contents do not fit one line; fetch the manifest and page with blobs")

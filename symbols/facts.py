@@ -28,10 +28,10 @@ from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass, field
-from typing import Callable, Mapping, NamedTuple
+from typing import Callable, Iterable, Mapping, NamedTuple
 
-from .cache import BaseIndex, SymbolCache
-from .mentions import NOT_NAMES, mentioned
+from .cache import SymbolCache
+from .mentions import NOT_NAMES, NameIndex, mentioned
 from .table import APPEND, FileSymbols, Symbol, cut, normalize, whole_file
 from .textdiff import changed_rows
 from .trees import TreeEntry, mode_word
@@ -84,13 +84,15 @@ class Facts:
 
 def compute_facts(base: Mapping[str, TreeEntry], new: Mapping[str, TreeEntry],
                   load: Callable[[str], bytes], cache: SymbolCache | None = None,
-                  base_key: str | None = None) -> Facts:
+                  base_key: str | None = None, paths: Iterable[str] | None = None) -> Facts:
     """Facts of going from `base` to `new`; `load(oid)` gives a blob's bytes. `base_key` names
     the base tree (mentions.warm_base): when the cache holds its index, `affected` reads only
-    the files that hold the names it looks for."""
+    the files that hold the names it looks for. `paths`, when the caller knows them, holds every
+    path where the trees may differ: the rest are not compared (a scan of 100 000 paths cost
+    10 ms a proposal)."""
     cache = cache if cache is not None else SymbolCache()
     index = cache.base_index(base_key) if base_key is not None else None
-    return _Change(base, new, load, cache, index).run()
+    return _Change(base, new, load, cache, index).run(paths)
 
 
 class _Side(NamedTuple):
@@ -102,17 +104,19 @@ class _Side(NamedTuple):
 class _Change:
     def __init__(self, base: Mapping[str, TreeEntry], new: Mapping[str, TreeEntry],
                  load: Callable[[str], bytes], cache: SymbolCache,
-                 index: BaseIndex | None) -> None:
+                 index: NameIndex | None) -> None:
         self.base, self.new, self.load, self.cache = base, new, load, cache
         self.index = index
         self.facts = Facts()
         self.gone: dict[str, Symbol] = {}       # base symbols deleted or with a new signature
 
-    def run(self) -> Facts:
+    def run(self, paths: Iterable[str] | None = None) -> Facts:
         base, new_tree = self.base, self.new
-        # most paths are the same entry on both sides: compare tuples before any mode word
-        changed = [p for p, e in new_tree.items() if base.get(p) != e]
-        changed += [p for p in base if p not in new_tree]
+        if paths is not None:
+            changed = [p for p in set(paths) if base.get(p) != new_tree.get(p)]
+        else:   # most paths are the same entry on both sides: compare tuples before any mode word
+            changed = [p for p, e in new_tree.items() if base.get(p) != e]
+            changed += [p for p in base if p not in new_tree]
         for path in sorted(changed):
             old, new = base.get(path), new_tree.get(path)
             if old is not None and new is not None and old.oid == new.oid \

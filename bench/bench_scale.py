@@ -1,0 +1,328 @@
+"""Team-scale repositories (`python -m bench scale`, issue 18).
+
+A generated repository (bench/scale_repo.py: deterministic, written as git objects with pygit2)
+is imported into a real worker; 50 agents each run facts.preview -> lease.acquire ->
+change.propose -> wait for the integration -> lease.release on one-function changes, 500 in
+all, while one more connection pings every 20 ms. Then `tree`, a trunk move's re-warm (from
+the worker's log), a restart that warms from the tables on disk, and a stop while a warm from
+scratch runs.
+
+Sizes: BENCH_SCALE_FILES (default "2000,100000"; "2000,20000" where 100 000 takes too long).
+BENCH_SCALE_CHANGES (default 500) and BENCH_SCALE_AGENTS (default 50).
+"""
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from bench.scale_repo import build, path_of, source
+from bench.worker import BenchWorker, median, pct
+from lonca.client import wait_until_answering
+from lonca.protocol import claim_from_facts
+
+TARGETS = {
+    "integrations/s": ">= 60 (2k), >= 10 (100k)", "queued -> integrated p95 (s)": "< 2",
+    "ping p99 during integrations (ms)": "< 50", "ping max during integrations (ms)": "< 250",
+    "facts.preview p95 (ms)": "< 30", "re-warm after a trunk move, median (ms)": "< 200",
+    "restart: warm from disk (s)": "< 10", "worker RSS peak (MB)": "< 2048", "tree, whole (ms)": "< 300",
+    "tree, one path (ms)": "< 300", "re-warm after a trunk move, p95 (ms)": "< 200", "stop while warming (s)": "< 2", "ping max during the first warm (ms)": "< 250",
+}
+
+
+class Conn:
+    """One connection of JSON lines, one request at a time."""
+
+    def __init__(self, reader, writer) -> None:
+        self.reader, self.writer, self.n = reader, writer, 0
+
+    @classmethod
+    async def open(cls, socket: Path) -> "Conn":
+        return cls(*await asyncio.open_unix_connection(str(socket), limit=1 << 26))
+
+    async def call(self, method: str, params: dict | None = None, token: str | None = None,
+                   repo: str | None = "bench"):
+        self.n += 1
+        req = {"id": self.n, "method": method, "params": params or {}}
+        if token:
+            req["token"] = token
+        if repo:
+            req["repo"] = repo
+        self.writer.write(json.dumps(req).encode() + b"\n")
+        resp = json.loads(await self.reader.readline())
+        if not resp["ok"]:
+            raise RuntimeError(f"{method}: {resp['error']}")
+        return resp["result"]
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+class Follower:
+    """Follows the log: the newest trunk, and a future per change for its integration."""
+
+    def __init__(self, conn: Conn, token: str, trunk: str, start: int) -> None:
+        self.conn, self.token, self.trunk, self.next = conn, token, trunk, start
+        self.done: dict[str, asyncio.Future] = {}
+        self.proposed_ms: dict[str, int] = {}
+        self.integrated_ms: dict[str, int] = {}
+
+    def waiter(self, change: str) -> asyncio.Future:
+        return self.done.setdefault(change, asyncio.get_running_loop().create_future())
+
+    async def run(self) -> None:
+        while True:
+            rows = await self.conn.call("log", {"from": self.next, "wait_ms": 5000}, self.token)
+            for row in rows:
+                e = row["entry"]
+                self.next = e["seq"] + 1
+                op = e["op"]
+                if op["op"] == "change.propose":
+                    self.proposed_ms[op["change"]] = e["time_ms"]
+                elif op["op"] in ("change.integrate", "change.integrate_batch"):
+                    merged = [[op["change"], op["merged"]]] if op["op"] == "change.integrate" else op["merged"]
+                    for cid, commit in merged:
+                        ok = e["decision"]["outcome"] == "allow"
+                        if ok:
+                            self.trunk = commit
+                            self.integrated_ms[cid] = e["time_ms"]
+                        fut = self.waiter(cid)
+                        if not fut.done():
+                            fut.set_result(ok)
+
+
+def change_files(i: int, version: int) -> list[dict]:
+    return [{"path": path_of(i), "content_b64": base64.b64encode(source(i, version)).decode(), "mode": None}]
+
+
+async def agent(socket: Path, token: str, follower: Follower, files: list[int], previews: list[float]) -> int:
+    conn = await Conn.open(socket)
+    landed = 0
+    for n, i in enumerate(files):
+        base = follower.trunk
+        changes = change_files(i, n + 1)
+        t = time.perf_counter()
+        facts = (await conn.call("facts.preview", {"base": base, "files": changes}, token))["facts"]
+        previews.append((time.perf_counter() - t) * 1000)
+        held = await conn.call("lease.acquire", {"set": None, "intent": "bench edit", "ttl_ms": 600_000,
+                                                 "items": [{"symbol": s, "kind": "edit"} for s in facts["edits"]]}, token)
+        out = await conn.call("change.propose", {"change": None, "base": base, "files": changes,
+                                                 "claim": claim_from_facts(facts, "bench edit")}, token)
+        if out["decision"]["outcome"] != "allow":
+            raise RuntimeError(f"a proposal was denied: {out['decision']}")
+        landed += bool(await asyncio.wait_for(follower.waiter(out["change"]), 300))
+        if held.get("set"):
+            await conn.call("lease.release", {"set": held["set"]}, token)
+    conn.close()
+    return landed
+
+
+async def integrations(w: BenchWorker, tokens: list[str], n_files: int, n_changes: int) -> dict:
+    socket = w.socket
+    fconn = await Conn.open(socket)
+    trunk = (await fconn.call("status", token=w.htoken))["trunk"]
+    start = len(await fconn.call("log", {"from": 1, "limit": 1000}, w.htoken)) + 1
+    follower = Follower(fconn, w.htoken, trunk, start)
+    following = asyncio.create_task(follower.run())
+    per = n_changes // len(tokens)
+    step = max(1, n_files // (per * len(tokens)))
+    previews: list[float] = []
+    pinger = Pinger(socket)
+    t0 = time.perf_counter()
+    landed = await asyncio.gather(*(agent(socket, tok, follower, [(a * per + k) * step for k in range(per)], previews)
+                                    for a, tok in enumerate(tokens)))
+    elapsed = time.perf_counter() - t0
+    waits = pinger.stop()
+    following.cancel()
+    fconn.close()
+    lat = [(follower.integrated_ms[c] - follower.proposed_ms[c]) / 1000
+           for c in follower.integrated_ms if c in follower.proposed_ms]
+    return {"integrations/s": sum(landed) / elapsed, "queued -> integrated p95 (s)": pct(lat, 95),
+            "ping p99 during integrations (ms)": pct(waits, 99), "ping max during integrations (ms)": max(waits),
+            "facts.preview p95 (ms)": pct(previews, 95), "_landed": sum(landed), "_elapsed": elapsed}
+
+
+_PING = """
+import json, sys, time
+from lonca.client import Client
+waits = []
+with Client(sys.argv[1]) as c:
+    while not sys.stdin.readline().strip():     # the bench writes a line to stop
+        t = time.perf_counter()
+        c.call("ping")
+        waits.append((time.perf_counter() - t) * 1000)
+print(json.dumps(waits))
+"""
+
+
+class Pinger:
+    """Pings every 20 ms from a process of its own: the bench's own loop, busy with 50 agents,
+    would otherwise add its waits to the worker's."""
+
+    def __init__(self, socket: Path) -> None:
+        self.proc = subprocess.Popen([sys.executable, "-c", _PING, str(socket)], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, text=True)
+        self._ticker = threading.Thread(target=self._tick, daemon=True)
+        self._stopped = threading.Event()
+        self._ticker.start()
+
+    def _tick(self) -> None:
+        while not self._stopped.wait(0.02):
+            try:
+                self.proc.stdin.write("\n")
+                self.proc.stdin.flush()
+            except (BrokenPipeError, ValueError):
+                return
+
+    def stop(self) -> list[float]:
+        self._stopped.set()
+        self._ticker.join()
+        return json.loads(self.proc.communicate("stop\n", timeout=60)[0])
+
+
+def cpu_s(pid: int) -> float:
+    """The worker's CPU time so far (user + system, all threads): a figure the other loads of a
+    shared machine do not stretch, as they stretch every wait."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def rss_peak_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def warm_lines(log: Path) -> list[tuple[str, float, float]]:
+    """(what, ms, ms of CPU) of each "warmed base" line of the worker's output."""
+    found = re.findall(r"warmed base \w+ of \w+: (.*?), (\d+) ms \((\d+) ms of CPU\)", log.read_text(errors="replace"))
+    return [(what, float(ms), float(cpu)) for what, ms, cpu in found]
+
+
+def wait_for_warm(log: Path, count: int, timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while len(warm_lines(log)) < count:
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def timed_stop(w: BenchWorker) -> float:
+    t = time.perf_counter()
+    w.proc.send_signal(signal.SIGTERM)
+    w.proc.wait(120)
+    return time.perf_counter() - t
+
+
+def restart(w: BenchWorker) -> float:
+    t = time.perf_counter()
+    w.proc = subprocess.Popen([sys.executable, "-m", "lonca", "daemon"], env=w.env,
+                              stdout=open(w.output, "ab"), stderr=subprocess.STDOUT)
+    if wait_until_answering(w.proc, w.socket, 120):
+        raise RuntimeError("the worker did not restart")
+    return time.perf_counter() - t
+
+
+def tree_ms(w: BenchWorker, trunk: str, paths: list[str] | None) -> float:
+    with w.client() as c:
+        c.call("tree", {"commit": trunk, "paths": paths}, repo="bench", token=w.htoken)   # the map, once
+        times = []
+        for _ in range(5):
+            t = time.perf_counter()
+            c.call("tree", {"commit": trunk, "paths": paths}, repo="bench", token=w.htoken)
+            times.append((time.perf_counter() - t) * 1000)
+    return median(times)
+
+
+def one_size(n_files: int, n_changes: int, n_agents: int) -> dict:
+    tmp = Path(tempfile.mkdtemp(prefix="lonca-bench-scale-"))
+    out: dict = {}
+    try:
+        t = time.perf_counter()
+        build(tmp / "src.git", n_files)
+        out["generate the repository (s)"] = time.perf_counter() - t
+        w = BenchWorker(output=tmp / "worker.out")
+        try:
+            t = time.perf_counter()
+            w.init_repo("bench", import_from=str(tmp / "src.git"))
+            out["import (s)"] = time.perf_counter() - t
+            tokens = w.start_sessions(n_agents)
+            t = time.perf_counter()
+            with w.client() as c:
+                trunk = c.call("status", repo="bench", token=w.htoken)["trunk"]
+                first = change_files(1, 99)
+                c.call("facts.preview", {"base": trunk, "files": first}, repo="bench", token=tokens[0])
+            pinger = Pinger(w.socket)
+            warmed = wait_for_warm(w.output, 1, 1800)
+            pings = pinger.stop()
+            out["first warm, from scratch (s)"] = time.perf_counter() - t if warmed else float("nan")
+            out["first warm, from scratch, its CPU (s)"] = warm_lines(w.output)[0][2] / 1000 if warmed else float("nan")
+            out["ping max during the first warm (ms)"] = max(pings)
+            cpu = cpu_s(w.proc.pid)
+            out.update(asyncio.run(integrations(w, tokens, n_files, n_changes)))
+            out["worker CPU per integration (ms)"] = (cpu_s(w.proc.pid) - cpu) * 1000 / max(1, out["_landed"])
+            time.sleep(1)
+            rewarms = [ms for what, ms, _ in warm_lines(w.output) if "changed since" in what]
+            out["re-warm after a trunk move, median (ms)"] = median(rewarms) if rewarms else float("nan")
+            out["re-warm after a trunk move, p95 (ms)"] = pct(rewarms, 95) if rewarms else float("nan")
+            out["re-warms (of integrations)"] = len(rewarms)
+            with w.client() as c:
+                trunk = c.call("status", repo="bench", token=w.htoken)["trunk"]
+            out["tree, whole (ms)"] = tree_ms(w, trunk, None)
+            out["tree, one path (ms)"] = tree_ms(w, trunk, [path_of(7)])
+            out["worker RSS peak (MB)"] = rss_peak_mb(w.proc.pid)
+            out["load average (1 min, machine)"] = os.getloadavg()[0]
+            out["stop (s)"] = timed_stop(w)
+            before = len(warm_lines(w.output))
+            out["restart: answering (s)"] = restart(w)
+            t = time.perf_counter()
+            if wait_for_warm(w.output, before + 1, 600):
+                out["restart: warm from disk (s)"] = time.perf_counter() - t + out["restart: answering (s)"]
+                out["restart: warm from disk, its CPU (s)"] = warm_lines(w.output)[-1][2] / 1000
+            out["worker RSS after restart warm (MB)"] = rss_peak_mb(w.proc.pid)
+            timed_stop(w)
+            for f in (w.tmp / "home").glob("symbols.db*"):
+                f.unlink()
+            restart(w)
+            time.sleep(1.0)     # a warm from scratch is running (the tables on disk are gone)
+            out["stop while warming (s)"] = timed_stop(w)
+        finally:
+            if w.proc.poll() is None:
+                w.stop()
+            shutil.rmtree(w.tmp, ignore_errors=True)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return out
+
+
+def main() -> None:
+    sizes = [int(x) for x in os.environ.get("BENCH_SCALE_FILES", "2000,100000").split(",")]
+    n_changes = int(os.environ.get("BENCH_SCALE_CHANGES", "500"))
+    n_agents = int(os.environ.get("BENCH_SCALE_AGENTS", "50"))
+    results = {}
+    for n in sizes:
+        results[n] = one_size(n, n_changes, n_agents)
+        print(f"  {n} files done: {results[n]['_landed']} of {n_changes} integrated in "
+              f"{results[n]['_elapsed']:.1f} s", file=sys.stderr, flush=True)
+    names = [k for k in results[sizes[0]] if not k.startswith("_")]
+    print(f"{'figure (' + str(n_agents) + ' agents, ' + str(n_changes) + ' changes)':<46}"
+          + "".join(f"{str(n) + ' files':>14}" for n in sizes) + "  target")
+    for name in names:
+        print(f"{name:<46}" + "".join(f"{results[n].get(name, float('nan')):14.1f}" for n in sizes)
+              + f"  {TARGETS.get(name, '')}")
+
+
+if __name__ == "__main__":
+    main()
