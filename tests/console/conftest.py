@@ -73,7 +73,9 @@ def make_console():
         c.stop()
 
 
-@pytest.fixture(scope="session")
+# package: while it lives, Playwright's sync API runs an event loop in this thread, and tests
+# outside this package call asyncio.run
+@pytest.fixture(scope="package")
 def browser():
     if not Path(CHROMIUM).exists():
         if IN_CI:
