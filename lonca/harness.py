@@ -68,6 +68,9 @@ def setup(name: str, root: Path) -> dict:
               "note": "", "rules": RULES, "mcp": mcp}
     if name == "claude-code":
         report["files"] = _claude_code_files(root, mcp)
+        # checked with claude 2.1.332 -p: a project settings file's permissions.allow does not reach
+        # MCP tools, the command line's does
+        report["flags"] = ["--allowedTools", "mcp__lonca"]
         report["note"] = ("Run `claude` in the workspace: its hooks call `lonca hook`, `lonca mcp` is registered as "
                           "the `lonca` MCP server, and .claude/CLAUDE.md holds the rules.")
     else:
@@ -89,7 +92,6 @@ def _claude_code_files(root: Path, mcp: dict) -> dict[str, str]:
         "hooks": {"SessionStart": [{"hooks": hook}], "PreToolUse": [{"matcher": "*", "hooks": hook}],
                   "PostToolUse": [{"matcher": "*", "hooks": hook}], "Stop": [{"hooks": hook}]},
         "enabledMcpjsonServers": ["lonca"],
-        "permissions": {"allow": ["mcp__lonca"]},
     }
     server = {"type": "stdio", "command": "sh", "args": ["-c", f"cd {shlex.quote(mcp['cwd'])} && exec "
                                                                f"{shlex.join([mcp['command'], *mcp['args']])}"],

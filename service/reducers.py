@@ -117,7 +117,7 @@ def _observe(st: State, rs: RepoState, entry: dict, op: dict, outcome: str) -> N
             if rec.id not in rs.beat_due:
                 _check_beat(rs, rec.id, rec.last_seen_ms + rs.policy.heartbeat_timeout_ms)
         elif kind == "write" and e["decision"] == "allow":   # hook.event let a write tool run
-            rec.written.update(e["paths"])
+            rec.written.update(dict.fromkeys(e["paths"]))
         elif kind == "unhooked" and rec.unhooked is None:    # mcp.call met no before-tool event
             rec.unhooked = {"tool": e["tool"], "seen_ms": entry["time_ms"]}
             rec.taint = rec.taint or "unhooked_session"

@@ -35,7 +35,7 @@ class SessionRec:
     unproposed: dict | None = None
     bound_ms: int | None = None         # when its hook sent hook.bind
     unhooked: dict | None = None        # the first lonca mcp tool whose before-tool event never came
-    written: set[str] = field(default_factory=set)  # paths its hooks saw a write tool allowed to write
+    written: dict[str, None] = field(default_factory=dict)  # paths its hooks let a write tool write (a JSON-able set)
 
     def active(self, now_ms: int) -> bool:
         return not self.ended and now_ms < self.expires_ms
