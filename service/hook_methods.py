@@ -104,14 +104,15 @@ async def hook_event(call: Call) -> dict:
     rel = str(full.relative_to(ws))
     refusal = _path_refusal(rec, rel)
     if refusal:
-        return await _logged(call, rs, tool, rel, [refusal[0]], refusal[1])
+        return await d.log.append(rs.name, _observation(call, rs, tool, rel, [refusal[0]], refusal[1]))
     before = next((f["data"] for f in files if f["path"] == rel), None)
     if base is None:
         raise LoncaError("invalid", "hook.event of a write tool needs base, the workspace's base commit")
     facts = await asyncio.to_thread(_step_facts, call, rs, base, rel, before, _effect(tool, tool_input, before))
     if facts is None:  # the tool will fail on its own (no such text), or the effect is not text
         return {"decision": "allow", "reason": "the tool's effect could not be computed; it is judged at propose"}
-    return await _logged(call, rs, tool, rel, None, None, facts)
+    # the answer's decision is the tool's (the observe entry itself is always allowed)
+    return await d.log.append(rs.name, _observation(call, rs, tool, rel, None, None, facts))
 
 
 def _path_refusal(rec: SessionRec, rel: str) -> tuple[str, str] | None:
@@ -182,9 +183,9 @@ def _step_facts(call: Call, rs: RepoState, base: str, rel: str, before: bytes | 
     return facts_json(facts)
 
 
-async def _logged(call: Call, rs: RepoState, tool: str, rel: str, refused: list[str] | None, message: str | None,
-                  facts: dict | None = None) -> dict:
-    """Decide in the writer (leases are read where they change) and log the observation."""
+def _observation(call: Call, rs: RepoState, tool: str, rel: str, refused: list[str] | None, message: str | None,
+                 facts: dict | None = None):
+    """The decision of a write step, made in the writer (where leases change), and its observe entry."""
     d, me = call.daemon, call.auth.session
 
     def decide() -> Draft:
@@ -196,8 +197,7 @@ async def _logged(call: Call, rs: RepoState, tool: str, rel: str, refused: list[
               "events": [{"kind": "write", "tool": tool, "paths": [rel], "decision": outcome, "reasons": reasons}]}
         return Draft(actor=call.auth.actor, op=op, decision=allow(),
                      result=lambda entry: {"decision": outcome, "reason": text or ""})
-    # the answer's decision is the tool's (the observe entry itself is always allowed)
-    return await d.log.append(rs.name, decide)
+    return decide
 
 
 def _lease_verdict(rs: RepoState, rec: SessionRec, facts: dict, now: int) -> tuple[list[str], str | None]:
