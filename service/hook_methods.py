@@ -119,12 +119,12 @@ def _path_refusal(rec: SessionRec, rel: str) -> tuple[str, str] | None:
     """(reason, message) when no write to `rel` can be allowed, whatever it changes."""
     top = rel.split("/", 1)[0]
     if top in (".lonca", ".git"):
-        return (f"workspace_private:{rel}", f"Lonca denied this write: {top}/ is the workspace's own (its session "
-                "token and git state); write only the repository's files.")
+        return (f"workspace_private:{rel}", f"Lonca denied this write (workspace_private:{rel}): {top}/ is the "
+                "workspace's own (its session token and git state); write only the repository's files.")
     try:
         check_path(rel)
     except LoncaError as e:
-        return (f"invalid_path:{rel}", f"Lonca denied this write: {e.message}")
+        return (f"invalid_path:{rel}", f"Lonca denied this write (invalid_path:{rel}): {e.message}")
     if not scopes.path_in(rec.scope, rel):
         return (f"scope_path:{rel}", f"Lonca denied this write (scope_path:{rel}): {rel} is outside your session's "
                 f"scope ({', '.join(rec.scope.get('paths') or ['**'])}); leave it to a session whose scope has it.")
