@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml constraints.txt 2>/dev/null | sha256sum | cut -c1-12)
 
-.PHONY: install system-deps run lint test test-quick bench
+.PHONY: install system-deps harness-deps run lint test test-quick bench
 
 install: $(STAMP)
 
@@ -30,6 +30,19 @@ system-deps:
 	  else echo "missing Debian packages:$$missing (install them as root)" >&2; fi; \
 	fi
 
+# The agent harness CLIs the tests drive offline (tests/harness/), pinned, into .harness/ (the
+# project's folder, ignored by git); node and npm from Debian when missing. Install scripts are
+# skipped: the tests run the platform binary the package ships beside its launcher.
+CLAUDE_CODE_VERSION := 2.1.332
+harness-deps:
+	@command -v npm >/dev/null || { \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    echo "installing Debian packages: nodejs npm"; \
+	    apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q nodejs npm >/dev/null; \
+	  else echo "missing Debian packages: nodejs npm (install them as root)" >&2; fi; }
+	@test "$$(cat .harness/node_modules/@anthropic-ai/claude-code/package.json 2>/dev/null | sed -n 's/.*"version": "\(.*\)".*/\1/p')" = "$(CLAUDE_CODE_VERSION)" || \
+	  npm install --prefix .harness --ignore-scripts --no-audit --no-fund --no-save -q @anthropic-ai/claude-code@$(CLAUDE_CODE_VERSION) >/dev/null
+
 run: $(STAMP)
 	@echo "starting the worker and the review console: open http://localhost:8765/ (Ctrl-C stops both)"
 	@$(BIN)/lonca up
@@ -39,7 +52,7 @@ lint: $(STAMP)
 	@$(BIN)/ruff check --quiet .
 	@$(BIN)/mypy
 
-test: $(STAMP) system-deps lint
+test: $(STAMP) system-deps harness-deps lint
 	@$(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
 
 # the quick subset: tests marked unit (no worker process, no browser; tests/conftest.py marks them)
