@@ -111,6 +111,18 @@ def test_lonca_hook_answers_in_each_harness_shape(repo_env, tmp_path):
         assert "lease_missing:app.py#charge" in shape(json.loads(res.stdout)) and "bob" in res.stdout
         sid = json.loads((ws / ".lonca" / "workspace.json").read_text())["session"]
         assert next(s for s in repo_env.status()["sessions"] if s["id"] == sid)["level"] == "hooks"
+    # after a tool call, what another session wants reaches the model once, as context
+    ws = tmp_path / "claude-code"
+    sid = json.loads((ws / ".lonca" / "workspace.json").read_text())["session"]
+    repo_env.client.call("negotiate", {"thread": "t1", "to_session": sid, "message": {
+        "type": "counter", "note": "leave charge to me until noon"}}, token=bob["token"])
+    after = {"session_id": "h-1", "cwd": str(ws), "hook_event_name": "PostToolUse", "tool_name": "Bash",
+             "tool_input": {"command": "ls"}, "tool_response": {}}
+    told = hook(w, ws, "claude-code", after)
+    assert told.returncode == 0, told.stderr
+    context = json.loads(told.stdout)["hookSpecificOutput"]
+    assert context["hookEventName"] == "PostToolUse" and "leave charge to me until noon" in context["additionalContext"]
+    assert hook(w, ws, "claude-code", after).stdout == ""
     # not JSON, or no workspace: a non-blocking error of the hook, never a decision
     bad = hook(w, tmp_path / "claude-code", "claude-code", {"hook_event_name": "Stop"} | {"cwd": "/"})
     assert bad.returncode == 0 and bad.stdout == ""   # a clean workspace: nothing to say
