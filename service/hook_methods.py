@@ -14,7 +14,6 @@ import asyncio
 import os
 import re
 import shlex
-import time
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
@@ -29,6 +28,7 @@ from . import scope as scopes
 from . import security_methods
 from .change_build import check_files, commit_exists
 from .change_methods import facts_json, lease_standing, needed
+from .lease_methods import advice
 from .lease_model import FILE
 from .log import Draft, allow
 from .methods import Call, expect, method, params_of
@@ -216,13 +216,9 @@ def _lease_verdict(rs: RepoState, rec: SessionRec, facts: dict, now: int) -> tup
     for m in missing:
         sym = m["symbol"]
         held = [x for x in details if x["symbol"] == sym and x["holder_session"]]
-        if held:
-            h = held[0]
-            until = (f"until its change leaves the queue" if h["pinned_to"] else
-                     f"until {time.strftime('%H:%M:%S', time.gmtime(h['expires_ms'] / 1000))} UTC" if h["expires_ms"] else "")
-            lines.append(f"{sym} is held by {h['holder_agent']} (session {h['holder_session']}) for \"{h['intent']}\" "
-                         f"{until}. Do not edit it now: wait for it with `lonca lease interest {shlex.quote(sym)} "
-                         f"--kind {m['kind']} --intent '<what you will do and why>'`, or settle it with the negotiate tool.")
+        if held:    # lease_methods.advice words who holds it, for what and until when
+            lines.append(f"{advice(held[:1])} Do not edit it now: wait for it with `lonca lease interest "
+                         f"{shlex.quote(sym)} --kind {m['kind']} --intent '<what you will do and why>'`.")
         else:
             names = f" --names {shlex.quote(','.join(m['names']))}" if m.get("names") else ""
             lines.append(f"{sym} is free but your session holds no {m['kind']} lease on it. Take it first: "
