@@ -271,7 +271,7 @@ async def hook_bind(call: Call) -> dict:
 
 # -- hook.stop -------------------------------------------------------------------------------------
 
-def _local_files(value) -> list[dict]:
+def local_files(value) -> list[dict]:
     if not isinstance(value, list) or len(value) > 100_000:
         raise LoncaError("invalid", 'files is a list of local files {"path", "entry": {"mode", "blob"} | null}')
     out, seen = [], set()
@@ -291,7 +291,7 @@ def _local_files(value) -> list[dict]:
     return out
 
 
-def _carried(call: Call, rs: RepoState, files: list[dict], sessions: set[str]) -> set[str]:
+def carried_paths(call: Call, rs: RepoState, files: list[dict], sessions: set[str]) -> set[str]:
     """Paths whose local content a standing proposal of these sessions holds (pending, queued or
     integrated: the same blob, or the deletion)."""
     d = call.daemon
@@ -324,10 +324,10 @@ async def hook_stop(call: Call) -> dict:
     harness = _harness(p["harness"])
     if harness not in STOP_EVENT:
         raise LoncaError("invalid", f"{harness} has no stop event")
-    files = _local_files(p["files"])
+    files = local_files(p["files"])
     d, rs, me = call.daemon, call.repo_state(), call.auth.session
     _seen(call).last_hook_ms = d.now_ms()
-    carried = await asyncio.to_thread(_carried, call, rs, files, rs.workspace_sessions(me))
+    carried = await asyncio.to_thread(carried_paths, call, rs, files, rs.workspace_sessions(me))
     paths = sorted(f["path"] for f in files if f["path"] not in carried)
     limit = rs.policy.stop_rounds
 

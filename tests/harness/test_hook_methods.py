@@ -152,6 +152,10 @@ def test_stop_sends_back_within_stop_rounds_and_a_proposal_carries_the_files(rep
     with pytest.raises(LoncaError) as e:
         env.client.call("hook.stop", {"harness": "claude-code", "files": [{"path": "app.py", "entry": {"blob": "x"}}]}, token=ada)
     assert e.value.code == "invalid"
+    # session.end reports the same way: what a standing proposal carries is not left behind
+    extra = {"path": "notes.md", "entry": {"mode": "regular", "blob": _blob("n\n")}}
+    ended = env.client.call("session.end", {"files": files + [extra]}, token=ada)
+    assert ended["unproposed"] == ["notes.md"] and ended["unproposed_total"] == 1
 
 
 def test_a_hooked_session_escalates_what_its_hooks_never_saw_written_and_replay_keeps_it(repo_env):
