@@ -64,7 +64,7 @@ def main() -> None:
         version_ms = timed([str(script), "--version"], w.env, ws)
         python_ms = timed([sys.executable, "-c", "pass"], w.env, ws)
 
-        rate, lat = _worker_rate(w)
+        rate, lat, beat_rate = _worker_rate(w)
     finally:
         w.stop()
     med = statistics.median
@@ -73,13 +73,14 @@ def main() -> None:
         ("lonca hook PreToolUse round trip, p95 ms", pct(hook_ms, 95), None, "< 100"),
         ("lonca --version, median ms", med(version_ms), med(python_ms), "vs python -c pass"),
         ("python -c pass, median ms", med(python_ms), None, ""),
-        (f"hook.event Edit decisions/s ({SESSIONS} sessions)", rate, None, ">= 5000"),
+        (f"hook.event Edit decisions/s ({SESSIONS} sessions) vs heartbeat entries/s", rate, beat_rate, ">= 5000"),
         ("hook.event p50 ms", pct(lat, 50), None, ""),
     ])
 
 
-def _worker_rate(w: BenchWorker) -> tuple[float, list[float]]:
-    """hook.event alone: each of 64 sessions sends the same held edit of its own file."""
+def _worker_rate(w: BenchWorker) -> tuple[float, list[float], float]:
+    """hook.event alone: each of 64 sessions sends the same held edit of its own file; beside it
+    the same sessions' heartbeats, the log's rate of one small entry each."""
     from lonca.protocol import session_start_op
     with w.client() as c:
         trunk = c.call("status", {}, repo="bench", token=w.htoken)["trunk"]
@@ -98,7 +99,9 @@ def _worker_rate(w: BenchWorker) -> tuple[float, list[float]]:
                                  "content_b64": base64.b64encode(SOURCE.format(i=i).encode()).decode()}]}
             reqs.append([{"id": 1, "method": "hook.event", "token": token, "params": params}])
     n, lat = asyncio.run(drive(w.socket, reqs, DURATION))
-    return n / DURATION, lat
+    beats = [[{"id": 1, "method": "session.heartbeat", "token": r[0]["token"], "params": {}}] for r in reqs]
+    m, _ = asyncio.run(drive(w.socket, beats, DURATION))
+    return n / DURATION, lat, m / DURATION
 
 
 if __name__ == "__main__":
