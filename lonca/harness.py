@@ -20,6 +20,10 @@ WRITE_TOOLS = {"claude-code": {"Edit": "file_path", "Write": "file_path", "Multi
                                "NotebookEdit": "notebook_path"},
                "gemini": {"replace": "file_path", "write_file": "file_path"},
                "codex": {}}
+# the read tools of each harness, by the input field that names what they read: a read outside
+# the workspace and the session's scratch taints the session (its words may steer the agent)
+READ_TOOLS = {"claude-code": {"Read": "file_path", "Grep": "path", "Glob": "path"},
+              "gemini": {"read_file": "file_path"}, "codex": {}}
 # how a harness names the tools of the `lonca` MCP server, where its before-tool event covers MCP
 # tools (before_tool_mcp: Claude Code's only, for now)
 MCP_PREFIX = {"claude-code": "mcp__lonca__"}

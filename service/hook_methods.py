@@ -20,7 +20,7 @@ from pathlib import PurePosixPath
 
 import pygit2
 
-from lonca.harness import HARNESSES, MCP_PREFIX, WRITE_TOOLS
+from lonca.harness import HARNESSES, MCP_PREFIX, READ_TOOLS, WRITE_TOOLS
 from lonca.protocol import LoncaError
 from lonca.symbols import TreeEntry, compute_facts
 
@@ -93,13 +93,20 @@ async def hook_event(call: Call) -> dict:
     if prefix and tool.startswith(prefix):
         seen.mcp_events.append((tool[len(prefix):], now))
         return {"decision": "allow", "reason": ""}
+    rec = rs.sessions[me]
+    read_key = READ_TOOLS[harness].get(tool)
+    if read_key:
+        target = tool_input.get(read_key)
+        full = PurePosixPath(os.path.normpath(os.path.join(cwd or str(ws), target if isinstance(target, str) else ".")))
+        if rec.taint is None and not _within(full, [str(ws), *(rec.scope.get("scratch") or [])]):
+            return await d.log.append(rs.name, _taint(call, rs, f"read_outside:{full}"))
+        return {"decision": "allow", "reason": ""}
     key = WRITE_TOOLS[harness].get(tool)
     if key is None:
         return {"decision": "allow", "reason": ""}
-    rec = rs.sessions[me]
     target = expect(tool_input.get(key), str, f"tool_input.{key}")
     full = PurePosixPath(os.path.normpath(os.path.join(cwd or str(ws), target)))
-    if full != ws and ws not in full.parents:
+    if not _within(full, [str(ws)]):
         return {"decision": "allow", "reason": "outside the workspace: not observed"}
     rel = str(full.relative_to(ws))
     refusal = _path_refusal(rec, rel)
@@ -113,6 +120,21 @@ async def hook_event(call: Call) -> dict:
         return {"decision": "allow", "reason": "the tool's effect could not be computed; it is judged at propose"}
     # the answer's decision is the tool's (the observe entry itself is always allowed)
     return await d.log.append(rs.name, _observation(call, rs, tool, rel, None, None, facts))
+
+
+def _within(path: PurePosixPath, roots: list[str]) -> bool:
+    return any(path == PurePosixPath(r) or PurePosixPath(r) in path.parents for r in roots)
+
+
+def _taint(call: Call, rs: RepoState, reason: str):
+    """The session read what it does not own (seed op `taint`): its proposals wait for a human
+    from now on (tainted_session). The read itself runs."""
+    def decide() -> Draft:
+        op = {"op": "taint", "session": call.auth.session, "reason": reason}
+        return Draft(actor=call.auth.actor, op=op, decision=allow(),
+                     result=lambda entry: {"decision": "allow", "reason": f"the session is tainted ({reason}): "
+                                                                          "its proposals wait for a human"})
+    return decide
 
 
 def _path_refusal(rec: SessionRec, rel: str) -> tuple[str, str] | None:

@@ -127,6 +127,12 @@ def _observe(st: State, rs: RepoState, entry: dict, op: dict, outcome: str) -> N
                               "seen_ms": entry["time_ms"]}
 
 
+def _taint(st: State, rs: RepoState, entry: dict, op: dict, outcome: str) -> None:
+    rec = rs.sessions.get(op["session"])
+    if rec and outcome == "allow":
+        rec.taint = rec.taint or op["reason"]
+
+
 def _session_bind(st: State, rs: RepoState, entry: dict, op: dict, outcome: str) -> None:
     rec = rs.sessions.get(op["session"])
     if rec and outcome == "allow":
@@ -432,6 +438,7 @@ REDUCERS: dict[str, Reducer] = {
     "session.start": _session_start,
     "observe": _observe,
     "session.bind": _session_bind,
+    "taint": _taint,
     "session.end": _session_end,
     "human.enroll": _human_key,
     "human.rotate": _human_key,

@@ -83,6 +83,16 @@ def test_a_symbol_another_session_holds_names_the_holder_and_scope_bounds_paths(
     cy = env.agent("cy", harness="claude-code", scope=op_scope)["token"]
     res = pre(env, cy, "Edit", edit("amount * 2", "amount * 3"))
     assert res["decision"] == "deny" and res["reason"].startswith("Lonca denied this write (scope_path:app.py)")
+    # reads: in the workspace, nothing; outside it and the scratch roots, the session is tainted (once)
+    assert pre(env, cy, "Read", {"file_path": f"{WS}/app.py"}, held=None) == {"decision": "allow", "reason": ""}
+    assert session(env, cy)["taint"] is None
+    assert pre(env, cy, "Read", {"file_path": "/etc/hosts"}, held=None)["decision"] == "allow"
+    seq = env.status()["next_seq"]
+    pre(env, cy, "Grep", {"pattern": "x", "path": "/usr"}, held=None)
+    assert env.status()["next_seq"] == seq and session(env, cy)["taint"] == "read_outside:/etc/hosts"
+    acquire(env.client, cy, "lib/util.py#helper", intent="x")
+    res = propose(env.client, cy, trunk(env), {"lib/util.py": "def helper():\n    return 43\n"})
+    assert res["decision"] == {"outcome": "escalate", "reasons": ["tainted_session"]}
 
 
 def test_bind_reads_a_level_for_the_session_harness_only_and_never_raises_it(repo_env):
