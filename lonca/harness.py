@@ -77,6 +77,11 @@ def setup(name: str, root: Path) -> dict:
         report["flags"] = ["--allowedTools", "mcp__lonca"]
         report["note"] = ("Run `claude` in the workspace: its hooks call `lonca hook`, `lonca mcp` is registered as "
                           "the `lonca` MCP server, and .claude/CLAUDE.md holds the rules.")
+    elif name == "gemini":
+        report["files"] = _gemini_files(root, mcp)
+        report["note"] = ("Run `gemini` in the workspace, trusted (Gemini CLI reads no workspace settings in an "
+                          "untrusted folder): its hooks call `lonca hook`, `lonca mcp` is the `lonca` MCP server, "
+                          "and .gemini/GEMINI.md holds the rules.")
     else:
         report["note"] = (f"Lonca writes no setup for {name} yet: register `lonca mcp` (run in the workspace) as an "
                           "MCP server named lonca and give the model the rules; its sessions stay unobserved.")
@@ -103,6 +108,19 @@ def _claude_code_files(root: Path, mcp: dict) -> dict[str, str]:
     return {".claude/settings.json": json.dumps(settings, indent=2) + "\n",
             ".mcp.json": json.dumps({"mcpServers": {"lonca": server}}, indent=2) + "\n",
             ".claude/CLAUDE.md": RULES}
+
+
+def _gemini_files(root: Path, mcp: dict) -> dict[str, str]:
+    """Checked with Gemini CLI 0.61.0: project hooks and mcpServers in .gemini/settings.json, and
+    context.fileName naming .gemini/GEMINI.md (beside the default GEMINI.md) loads the rules."""
+    hook = [{"type": "command", "command": _hook_command(root, "gemini")}]
+    settings = {
+        "hooks": {"SessionStart": [{"hooks": hook}], "BeforeTool": [{"matcher": ".*", "hooks": hook}],
+                  "AfterTool": [{"matcher": ".*", "hooks": hook}], "AfterAgent": [{"hooks": hook}]},
+        "mcpServers": {"lonca": {"command": mcp["command"], "args": mcp["args"], "cwd": mcp["cwd"], "env": mcp["env"]}},
+        "context": {"fileName": ["GEMINI.md", ".gemini/GEMINI.md"]},
+    }
+    return {".gemini/settings.json": json.dumps(settings, indent=2) + "\n", ".gemini/GEMINI.md": RULES}
 
 
 def refusals(root: Path, files: dict[str, str]) -> list[str]:

@@ -1,4 +1,4 @@
-"""A scripted Anthropic Messages API on loopback, for driving the real Claude Code CLI offline.
+"""A scripted model API on loopback, for driving the real Claude Code and Gemini CLIs offline.
 
 Claude Code (`ANTHROPIC_BASE_URL=http://127.0.0.1:PORT`) sends its turns to POST /v1/messages and
 reads them as a stream of server-sent events (message_start, content_block_start/delta/stop,
@@ -6,7 +6,11 @@ message_delta, message_stop). Each request that offers tools is a turn of the ag
 the next step of the script, a tool call or a final text. Requests without tools (titles, summaries
 Claude Code asks for on the side) get a short text and do not consume the script. Every turn's
 request body is kept, so a test reads what Claude Code sent back after each tool call (the
-tool_result, with a hook's denial reason in it)."""
+tool_result, with a hook's denial reason in it).
+
+Gemini CLI (`GOOGLE_GEMINI_BASE_URL`) posts to /v1beta/models/<model>:streamGenerateContent?alt=sse
+(generateContent for side requests); a step is a candidate with one part, a functionCall or a text,
+and what it sends back after a tool is a functionResponse part."""
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -49,6 +53,18 @@ class ModelServer:
                 return text("ok")
             self.turns.append(body)
             return self.script.pop(0) if self.script else text("done")
+
+    def function_responses(self) -> list[dict]:
+        """Every functionResponse Gemini CLI sent back, in order, each once."""
+        out = []
+        for body in self.turns:
+            for part in body["contents"][-1]["parts"]:
+                if "functionResponse" in part and part["functionResponse"] not in out:
+                    out.append(part["functionResponse"])
+        return out
+
+    def gemini_user_texts(self) -> list[str]:
+        return ["\n".join(p.get("text", "") for p in body["contents"][-1]["parts"]) for body in self.turns]
 
     def tool_results(self) -> list[dict]:
         """Every tool_result block Claude Code sent back, in order."""
@@ -97,6 +113,18 @@ class ModelServer:
                 path = self.path.split("?", 1)[0]
                 if path == "/v1/messages/count_tokens":
                     self._json(200, {"input_tokens": 10})
+                elif ":streamGenerateContent" in path or ":generateContent" in path:
+                    step = server.next_step(body)
+                    reply = _gemini(step)
+                    if "alt=sse" in self.path:
+                        data = f"data: {json.dumps(reply)}\r\n\r\n".encode()
+                        self.send_response(200)
+                        self.send_header("Content-Type", "text/event-stream")
+                        self.send_header("Content-Length", str(len(data)))
+                        self.end_headers()
+                        self.wfile.write(data)
+                    else:
+                        self._json(200, reply)
                 elif path == "/v1/messages":
                     step = server.next_step(body)
                     if body.get("stream"):
@@ -163,3 +191,11 @@ def _events(body: dict, step: dict):
     yield "message_delta", {"type": "message_delta", "delta": {"stop_reason": msg["stop_reason"], "stop_sequence": None},
                             "usage": {"output_tokens": 5}}
     yield "message_stop", {"type": "message_stop"}
+
+
+def _gemini(step: dict) -> dict:
+    part = ({"functionCall": {"name": step["tool_use"]["name"], "args": step["tool_use"]["input"]}}
+            if "tool_use" in step else {"text": step["text"]})
+    return {"candidates": [{"content": {"role": "model", "parts": [part]}, "finishReason": "STOP", "index": 0}],
+            "usageMetadata": {"promptTokenCount": 10, "candidatesTokenCount": 5, "totalTokenCount": 15},
+            "modelVersion": "scripted"}
