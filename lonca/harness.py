@@ -37,7 +37,7 @@ RULES = """\
 This folder is a Lonca workspace: several agents work on one repository at once, and Lonca keeps
 them from editing the same code. Follow these rules.
 
-1. Before you edit a symbol (a function, a class, a section), take a lease on it: the `lease` tool
+1. Before you edit a symbol (a function, a class, a section), take a lease on it: `lease_acquire`
    (or `lonca lease acquire 'path#Name' --intent '<what you do and why>'`). `symbols` lists a
    file's symbol ids; `preview` says which leases your local changes need.
 2. An edit of a symbol you hold no lease on is denied before it runs, with who holds it and the

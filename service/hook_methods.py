@@ -239,13 +239,13 @@ def _lease_verdict(rs: RepoState, rec: SessionRec, facts: dict, now: int) -> tup
         sym = m["symbol"]
         held = [x for x in details if x["symbol"] == sym and x["holder_session"]]
         if held:    # lease_methods.advice words who holds it, for what and until when
-            lines.append(f"{advice(held[:1])} Do not edit it now: wait for it with `lonca lease interest "
+            lines.append(f"{advice(held[:1])} Do not edit it now. To wait in line: `lonca lease interest "
                          f"{shlex.quote(sym)} --kind {m['kind']} --intent '<what you will do and why>'`.")
         else:
             names = f" --names {shlex.quote(','.join(m['names']))}" if m.get("names") else ""
             lines.append(f"{sym} is free but your session holds no {m['kind']} lease on it. Take it first: "
                          f"`lonca lease acquire {shlex.quote(sym)} --kind {m['kind']}{names} --intent "
-                         f"'<what you will do and why>'` (or the lease tool of lonca mcp), then make this edit again.")
+                         f"'<what you will do and why>'` (or the lease_acquire tool), then make this edit again.")
     whole = " A new file needs the lease on path#<file>." if any(m["symbol"].endswith(f"#{FILE}") for m in missing) else ""
     return reasons, f"Lonca denied this edit ({reasons[0]}): " + " ".join(lines) + whole
 
