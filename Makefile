@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml constraints.txt 2>/dev/null | sha256sum | cut -c1-12)
 
-.PHONY: install system-deps run lint test test-quick bench
+.PHONY: install system-deps harness-deps run lint test test-quick bench
 
 install: $(STAMP)
 
@@ -30,6 +30,26 @@ system-deps:
 	  else echo "missing Debian packages:$$missing (install them as root)" >&2; fi; \
 	fi
 
+# The agent harness CLIs the tests drive offline (tests/harness/: Claude Code, Gemini CLI), pinned, into .harness/ (the
+# project's folder, ignored by git); node and npm from Debian when missing. Install scripts are
+# skipped: the tests run the platform binary Claude Code ships beside its launcher. One npm
+# install names every package: npm removes from the folder what a later install does not name.
+CLAUDE_CODE_VERSION := 2.1.332
+GEMINI_CLI_VERSION := 0.61.0
+harness-deps:
+	@command -v npm >/dev/null || { \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    echo "installing Debian packages: nodejs npm"; \
+	    apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q nodejs npm >/dev/null; \
+	  else echo "missing Debian packages: nodejs npm (install them as root)" >&2; fi; }
+	@pkgs="@anthropic-ai/claude-code@$(CLAUDE_CODE_VERSION) @google/gemini-cli@$(GEMINI_CLI_VERSION)"; \
+	for pkg in $$pkgs; do \
+	  name=$${pkg%@*}; \
+	  test "$$(sed -n 's/^  "version": "\(.*\)".*/\1/p' .harness/node_modules/$$name/package.json 2>/dev/null)" = "$${pkg##*@}" || stale=1; \
+	done; \
+	test -z "$$stale" || { mkdir -p .harness && npm install --prefix .harness --ignore-scripts --no-audit --no-fund \
+	  --no-save -q $$pkgs >/dev/null 2>.harness/npm.log || { cat .harness/npm.log >&2; exit 1; }; }
+
 run: $(STAMP)
 	@echo "starting the worker and the review console: open http://localhost:8765/ (Ctrl-C stops both)"
 	@$(BIN)/lonca up
@@ -39,7 +59,7 @@ lint: $(STAMP)
 	@$(BIN)/ruff check --quiet .
 	@$(BIN)/mypy
 
-test: $(STAMP) system-deps lint
+test: $(STAMP) system-deps harness-deps lint
 	@$(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
 
 # the quick subset: tests marked unit (no worker process, no browser; tests/conftest.py marks them)

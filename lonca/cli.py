@@ -4,7 +4,7 @@ import argparse
 import sys
 
 import lonca
-from lonca import admin_commands, console_commands, runner_commands
+from lonca import admin_commands, console_commands, harness, runner_commands
 from lonca import lonis, mcp_bridge
 from lonca.client import Unreachable
 from lonca.output import REFUSED, UNREACHABLE, USAGE, Usage, fail
@@ -28,6 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
     admin_commands.register(sub)
     console_commands.register(sub)
     runner_commands.register(sub)
+    harness.register(sub)
     mcp_bridge.register(sub)
     lonis.register(sub)
     return p

@@ -11,6 +11,9 @@ import lonca
 from lonca.mcp_keepalive import KeepAlive
 from lonca.mcp_session import AgentSession
 from lonca.mcp_tools import BY_NAME, TOOLS, ToolFailure, inbox_text, invoke
+from lonca.client import Unreachable
+from lonca.output import Usage
+from lonca.protocol import LoncaError
 
 PROTOCOL_VERSION = "2024-11-05"
 PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS, INTERNAL_ERROR = -32700, -32600, -32601, -32602, -32603
@@ -84,6 +87,12 @@ class Bridge:
         tool = BY_NAME.get(params.get("name"))
         if tool is None:
             raise Refused(INVALID_PARAMS, "unknown tool")
+        try:
+            # the harness's before-tool event of this call should have reached the worker first:
+            # mcp.call tells it which tool runs, so a session whose hooks do not run is seen
+            self.session.call("mcp.call", {"tool": tool.name})
+        except (LoncaError, Usage, Unreachable):  # the tool itself meets it and answers with it
+            pass
         try:
             out = invoke(self.session, tool, params.get("arguments"))
             failed = (out.get("decision") or {}).get("outcome") == "deny"

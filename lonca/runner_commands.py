@@ -6,6 +6,7 @@ import secrets
 import sys
 from pathlib import Path
 
+from lonca import harness
 from lonca import workspace as wsp
 from lonca.admin_commands import human_name, human_submit, human_token, need_key, pick_repo, reader
 from lonca.client import Client
@@ -25,6 +26,7 @@ def register(sub) -> None:
     st.add_argument("--scratch", action="append", default=[], metavar="DIR")
     st.add_argument("--ttl-minutes", type=int, default=240)
     st.add_argument("--dir", help="the workspace folder (default: ./<repo>-<session>)")
+    harness.add_start_args(st)
     command(s, "end", "end the session of this workspace", cmd_session_end)
     command(s, "heartbeat", "tell the worker this session is alive", cmd_heartbeat)
 
@@ -104,12 +106,15 @@ def cmd_session_start(args) -> int:
             raise Usage(f"{dest} exists and is not empty")
         op = session_start_op(sid, args.agent, now_ms() + args.ttl_minutes * 60_000, args.paths, args.model,
                               args.task, [str(Path(d).resolve()) for d in args.scratch])
+        if args.harness:
+            op["harness"] = args.harness
         scope = op["scope"]
         res = human_submit(c, name, repo, op)
         ws = wsp.create(c, repo, res["token"], dest, sid)
         wsp.write_token(ws.root, res["token"], op["expires_ms"])
     out = {"session": sid, "workspace": str(ws.root), "expires_ms": op["expires_ms"], "paths": scope["paths"],
-           "scratch": scope["scratch"], "seq": res["seq"], "decision": res["decision"], "continues": None}
+           "scratch": scope["scratch"], "seq": res["seq"], "decision": res["decision"], "continues": None,
+           "setup": harness.start_setup(args, ws.root, sid)}
     return _logged(args, out, f"session {sid} in {ws.root}")
 
 

@@ -173,6 +173,7 @@ def decide_proposal(rs: RepoState, session: str, change: str | None, facts: dict
     if rs.policy.agent_changes == "human":
         esc_r.append("review_required")
     esc_r += [f"critical_path:{p}" for p in paths if rs.policy.critical(p)]
+    esc_r += observation_reasons(rs.sessions[session], paths, rs.policy.critical)
     esc_r += [f"unread_file:{p}" for p in facts["unread_files"]]
     for sym in facts["signature_changes"]:
         info_r.append(f"signature_change:{sym}")
@@ -186,6 +187,19 @@ def decide_proposal(rs: RepoState, session: str, change: str | None, facts: dict
                                                 if c.session in ws and c.status["status"] == "pending" and c.id != change)]
     outcome = "escalate" if esc_r else "allow"
     return {"outcome": outcome, "reasons": list(dict.fromkeys(esc_r + info_r))}, details, used
+
+
+def observation_reasons(rec, paths: list[str], critical) -> list[str]:
+    """What a session's observation level and taint escalate (seed 001, reason codes): a taint
+    escalates every proposal (unhooked_session for hooks that did not run, else tainted_session)
+    and names critical paths; a session whose hooks run escalates each path they never saw a
+    write tool write (a shell command, or a file changed outside the harness)."""
+    if rec.taint:
+        kind = "unhooked" if rec.taint == "unhooked_session" else "tainted"
+        return [f"{kind}_session"] + ([f"{kind}_critical_path"] if any(critical(p) for p in paths) else [])
+    if rec.level == "unobserved":
+        return []
+    return [f"unobserved_write:{p}" for p in paths if p not in rec.written]
 
 
 def _leases_on(rs: RepoState, symbols: list[str], session: str | None, now: int) -> set[str]:

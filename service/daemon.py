@@ -19,6 +19,7 @@ from lonca.symbols import SymbolCache
 from . import auth, checkpoint, daemonkey, gitstore, schemas, store as db, worker_lock
 from . import security_methods
 from .event_methods import Told
+from .hook_methods import HookSeen
 from .change_build import TreeMaps
 from .policy import Policy, load as load_policy
 from .queue_runner import QueueRunner
@@ -54,6 +55,8 @@ class Daemon:
         self.packer = StorePacker(config.store_path)
         self.rate = RateLimiter()
         self.told: dict[tuple[str, str], Told] = {}  # inbox: what each live session was told (memory only)
+        self.hooks: dict[tuple[str, str], HookSeen] = {}  # hook events of each live session (memory only)
+        self.started_ms = self.now_ms()
         self.verifying: set[str] = set()  # changes whose checks are running
         self._checkpointed: dict[str, int] = {}  # repo -> seq of its last checkpoint
         self.queue = QueueRunner(self)
@@ -276,6 +279,7 @@ class Daemon:
             now = self.now_ms()
             self.state.forget_spent_nonces(now)
             self.told = {k: told for k, told in self.told.items() if self._live(*k)}
+            self.hooks = {k: seen for k, seen in self.hooks.items() if self._live(*k)}
             await self.checkpoint(checkpoint.EVERY)
             gone = []
             for h, row in list(self.tokens.rows.items()):

@@ -45,6 +45,7 @@ class Policy:
     # [sessions]
     ops_per_minute: int = 600
     session_max_ttl_ms: int = 7 * 24 * 3600_000
+    stop_rounds: int = 1  # hook.stop sends an agent with unproposed changes back this many times
     # [quota] (0: none)
     session_seconds: int = 0
     day_seconds: int = 0
@@ -212,6 +213,7 @@ SETTINGS = (
     Setting("verification", "batch_size", "batch_size", "int", 1),
     Setting("sessions", "ops_per_minute", "ops_per_minute", "int", 1),
     Setting("sessions", "max_ttl_hours", "session_max_ttl_ms", "int", 1, 3600_000),
+    Setting("sessions", "stop_rounds", "stop_rounds", "int"),
     Setting("quota", "session_seconds", "session_seconds", "int"),
     Setting("quota", "day_seconds", "day_seconds", "int"),
     Setting("queue", "max_behind", "max_behind", "int"),

@@ -10,7 +10,7 @@ from lonca.protocol import LoncaError
 from .state import RepoState
 
 
-EXEMPT = frozenset({"session.end"})     # ending a session is never refused for the rate
+EXEMPT = frozenset({"session.end", "mcp.call"})  # ending a session, and lonca mcp's check before each tool (seed)
 
 
 def rate_limited(method, who) -> bool:

@@ -74,7 +74,7 @@ async def status(call: Call) -> dict:
         "now_ms": now, "verification_day_ms": rs.verification_days.get(now // 86_400_000, 0), "daemon_key": rs.daemon_key,
         "below_hardened": [], "profile": rs.profile, "unparsed_files": pol.unparsed_files,
         "humans": {n: {"alg": k["alg"], "public": k["public"], "recovery": None} for n, k in sorted(rs.humans.items())},
-        "sessions": [rs.sessions[s].to_json(now) for s in _listed_sessions(rs)],
+        "sessions": [_session_json(d, rs, s, now) for s in _listed_sessions(rs)],
         "leases": leases, "changes": changes, "pending": pending,
         "interests": [i.to_json() for i in rs.interests],
         "reservations": [r.to_json() for r in rs.reservations if r.until_ms > now],
@@ -150,6 +150,14 @@ async def blobs(call: Call) -> list:
         if total > budget:
             raise LoncaError("too_large", f"{f['path']} does not fit this page; ask for fewer files per page")
     return await on_store(call, gitstore.with_contents, page)
+
+
+def _session_json(d, rs, session: str, now: int) -> dict:
+    """A session as the log replays it, with when its last hook came (the daemon's memory)."""
+    out = rs.sessions[session].to_json(now)
+    seen = d.hooks.get((rs.name, session))
+    out["last_hook_ms"] = seen.last_hook_ms if seen else None
+    return out
 
 
 def _listed_sessions(rs) -> list[str]:

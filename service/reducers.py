@@ -108,10 +108,36 @@ def _session_start(st: State, rs: RepoState, entry: dict, op: dict, outcome: str
 
 def _observe(st: State, rs: RepoState, entry: dict, op: dict, outcome: str) -> None:
     rec = rs.sessions.get(op["session"])
-    if rec and outcome == "allow" and any(e.get("kind") == "heartbeat" for e in op.get("events", [])):
-        rec.last_seen_ms = entry["time_ms"]
-        if rec.id not in rs.beat_due:
-            _check_beat(rs, rec.id, rec.last_seen_ms + rs.policy.heartbeat_timeout_ms)
+    if rec is None or outcome != "allow":
+        return
+    for e in op.get("events", []):
+        kind = e.get("kind")
+        if kind == "heartbeat":
+            rec.last_seen_ms = entry["time_ms"]
+            if rec.id not in rs.beat_due:
+                _check_beat(rs, rec.id, rec.last_seen_ms + rs.policy.heartbeat_timeout_ms)
+        elif kind == "write" and e["decision"] == "allow":   # hook.event let a write tool run
+            rec.written.update(dict.fromkeys(e["paths"]))
+        elif kind == "unhooked" and rec.unhooked is None:    # mcp.call met no before-tool event
+            rec.unhooked = {"tool": e["tool"], "seen_ms": entry["time_ms"]}
+            rec.taint = rec.taint or "unhooked_session"
+            rec.level = "unobserved"
+        elif kind == "unproposed":                           # hook.stop's report
+            rec.unproposed = {"paths": e["paths"], "total": e["total"], "rounds": e["round"],
+                              "seen_ms": entry["time_ms"]}
+
+
+def _taint(st: State, rs: RepoState, entry: dict, op: dict, outcome: str) -> None:
+    rec = rs.sessions.get(op["session"])
+    if rec and outcome == "allow":
+        rec.taint = rec.taint or op["reason"]
+
+
+def _session_bind(st: State, rs: RepoState, entry: dict, op: dict, outcome: str) -> None:
+    rec = rs.sessions.get(op["session"])
+    if rec and outcome == "allow":
+        rec.level = op["level"]
+        rec.bound_ms = rec.bound_ms or entry["time_ms"]
 
 
 def _check_beat(rs: RepoState, session: str, due: int) -> None:
@@ -224,7 +250,7 @@ def _apply_propose(st: State, rs: RepoState, entry: dict, op: dict, outcome: str
               "deny": {"status": "rejected", "reasons": entry["decision"]["reasons"]}}[outcome]
     rec = ChangeRec(id=op["change"], actor=actor, session=session, commit=op["commit"], base=op["base"],
                     claim=op["claim"], facts=facts, status=status,
-                    provenance="human" if actor["kind"] == "human" else "unobserved",
+                    provenance=_provenance(rs, actor, entry["decision"]["reasons"]),
                     proposed_seq=entry["seq"], created_ms=old.created_ms if old else entry["time_ms"],
                     version=old.version + 1 if old else 1, paths=paths, intent=op["claim"].get("intent") or "",
                     checks=old.checks if old else [], versions=(old.versions if old else []) + [entry["seq"]])
@@ -232,6 +258,8 @@ def _apply_propose(st: State, rs: RepoState, entry: dict, op: dict, outcome: str
     if outcome == "deny":
         rs.done_changes.append(rec.id)
         return
+    if session in rs.sessions:   # hook.stop counts its rounds from the last proposal
+        rs.sessions[session].unproposed = None
     for reason in entry["decision"]["reasons"]:
         if reason.startswith("replaces:"):
             gone = rs.changes.get(reason.split(":", 1)[1])
@@ -255,6 +283,19 @@ def _apply_propose(st: State, rs: RepoState, entry: dict, op: dict, outcome: str
     else:
         rs.pending[entry["seq"]] = PendingRec(seq=entry["seq"], created_ms=entry["time_ms"], actor=actor,
                                               op="change.propose", reasons=entry["decision"]["reasons"], change=rec.id)
+
+
+def _provenance(rs: RepoState, actor: dict, reasons: list[str]) -> str:
+    """human; tainted (its session is); clean (every write seen by the session's hooks); else
+    unobserved."""
+    if actor["kind"] == "human":
+        return "human"
+    rec = rs.sessions.get(actor.get("session") or "")
+    if rec is not None and rec.taint:
+        return "tainted"
+    if rec is None or rec.level == "unobserved" or any(r.startswith("unobserved_write:") for r in reasons):
+        return "unobserved"
+    return "clean"
 
 
 def _leave_pending(rs: RepoState, change: str) -> None:
@@ -402,6 +443,8 @@ REDUCERS: dict[str, Reducer] = {
     "repo.init": _nothing,  # the repository's state is made in `apply`, before any reducer runs
     "session.start": _session_start,
     "observe": _observe,
+    "session.bind": _session_bind,
+    "taint": _taint,
     "session.end": _session_end,
     "human.enroll": _human_key,
     "human.rotate": _human_key,

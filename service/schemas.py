@@ -12,6 +12,7 @@ import re
 import unicodedata
 from dataclasses import dataclass, field
 
+from lonca.harness import HARNESSES
 from lonca.protocol import CLAIM_FIELDS, LoncaError, REPO_NAME_MAX
 
 from . import paths
@@ -130,6 +131,20 @@ class Obj:
 
 
 @dataclass(frozen=True)
+class Free:
+    """Any object: a harness's own payload (a tool's input), which the method reads key by key
+    and checks where it does (the line is already strict I-JSON)."""
+    nullable: bool = False
+
+    def validate(self, v, where: str) -> None:
+        if not isinstance(v, dict):
+            raise Invalid(where, "must be an object")
+
+    def describe(self) -> str:
+        return "an object"
+
+
+@dataclass(frozen=True)
 class Tagged:
     """An object whose field `tag` names its kind, each kind with its own fields."""
     tag: str
@@ -220,6 +235,7 @@ FILE_CHANGE = Obj({"path": PATH, "content_b64": Str(1 << 31, nullable=True, what
 FILES = Arr(FILE_CHANGE, 100_000)
 LOCAL_FILE = Obj({"path": PATH, "entry": Obj({"mode": Str(32, nullable=True), "blob": GIT_ID}, nullable=True)},
                  frozenset({"path"}), what='a local file {"path", "entry"}')
+WORKSPACE = Str(4096, 1, check=_absolute, what="the workspace's absolute path")
 SCOPE = Obj({"paths": Arr(Str(4096, 1)), "symbols": Arr(SYMBOL, nullable=True), "ops": Arr(Str(32)),
              "max_files": Int(0, nullable=True), "max_lines": Int(0, nullable=True),
              "scratch": Arr(Str(4096, 1, check=_absolute), 8)},
@@ -308,4 +324,16 @@ SCHEMAS: dict[str, Obj] = {
                              "leases": Arr(NAME, 1000, nullable=True)}, ["agent", "scope", "expires_ms"]),
     "session.end": params({"files": Arr(LOCAL_FILE, 100_000, nullable=True)}),
     "security.events": params({"since_ms": Int(nullable=True)}),
+    "hook.event": params({"hook_event_name": Str(enum=("PreToolUse", "PostToolUse")), "tool_name": Str(256, nullable=True),
+                          "tool_input": Free(nullable=True), "cwd": Str(4096, nullable=True), "workspace": WORKSPACE,
+                          "harness": Str(enum=HARNESSES, nullable=True),
+                          "base": Str(40, 40, r"[0-9a-f]{40}", nullable=True, what=GIT_ID.what),
+                          "files": Arr(FILE_CHANGE, 100_000, nullable=True)}, ["hook_event_name", "workspace"]),
+    "hook.bind": params({"harness": Str(enum=HARNESSES), "harness_session": Str(256, 1), "sudo_without_password": Bool(),
+                         "workspace": Str(4096, 1, nullable=True, check=_absolute)},
+                        ["harness", "harness_session", "sudo_without_password"]),
+    "hook.stop": params({"harness": Str(enum=HARNESSES), "files": Arr(LOCAL_FILE, 100_000)}, ["harness", "files"]),
+    "mcp.call": params({"tool": Str(64, 1, r"[a-z0-9_]+", what="the name in tools/list: lowercase letters, digits and _")},
+                       ["tool"]),
+    "harness.setup": params({"harness": Str(64, 1)}, ["harness"]),
 }

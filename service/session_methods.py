@@ -1,8 +1,10 @@
 """Agent sessions: session.start (a human's signed operation), session.heartbeat, session.end."""
+import asyncio
 
 from lonca.protocol import LoncaError
 
 from .auth import new_agent_token, token_hash
+from .hook_methods import carried_paths, local_files
 from .log import Draft, allow
 from .methods import Call, method
 from .state import RepoState
@@ -66,16 +68,19 @@ async def heartbeat(call: Call) -> dict:
 
 @method("session.end", "agent", writes=True)
 async def end(call: Call) -> dict:
-    files = call.params.get("files")
+    p = call.params
+    local = local_files(p["files"]) if p.get("files") is not None else None
     d = call.daemon
     rs = call.repo_state()
     sid = call.auth.session
+    # what no standing proposal carries, as hook.stop reports it
+    carried = await asyncio.to_thread(carried_paths, call, rs, local, rs.workspace_sessions(sid)) if local else set()
 
     def decide() -> Draft:
         live_session(rs, sid, d.now_ms())
         op = {"op": "session.end", "session": sid, "reason": "ended"}
-        if files is not None:
-            paths = sorted({f["path"] for f in files})
+        if local is not None:
+            paths = sorted(f["path"] for f in local if f["path"] not in carried)
             op["unproposed"] = {"paths": paths[:32], "total": len(paths)}
 
         def result(entry: dict) -> dict:
@@ -83,7 +88,7 @@ async def end(call: Call) -> dict:
             if row:
                 row.ended = True
             out = {"session": sid}
-            if files is not None:
+            if local is not None:
                 out.update(unproposed=op["unproposed"]["paths"], unproposed_total=op["unproposed"]["total"])
             return out
         return Draft(actor=call.auth.actor, op=op, decision=allow(), result=result)

@@ -33,6 +33,9 @@ class SessionRec:
     last_seen_ms: int | None = None
     verification_ms: int = 0
     unproposed: dict | None = None
+    bound_ms: int | None = None         # when its hook sent hook.bind
+    unhooked: dict | None = None        # the first lonca mcp tool whose before-tool event never came
+    written: dict[str, None] = field(default_factory=dict)  # paths its hooks let a write tool write (a JSON-able set)
 
     def active(self, now_ms: int) -> bool:
         return not self.ended and now_ms < self.expires_ms
@@ -45,7 +48,7 @@ class SessionRec:
             "active": self.active(now_ms), "ended": self.ended, "last_seen_ms": self.last_seen_ms,
             "verification_ms": self.verification_ms, "harness": self.harness,
             "continued_from": None, "continued_by": None, "unproposed": self.unproposed,
-            "bound_ms": None, "last_hook_ms": None, "unhooked": None,
+            "bound_ms": self.bound_ms, "last_hook_ms": None, "unhooked": self.unhooked,
         }
 
 

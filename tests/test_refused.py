@@ -77,12 +77,13 @@ def test_rate_limited_is_counted(repo_env, worker):
 
 
 def test_every_agent_method_that_writes_spends_the_budget(repo_env, worker):
-    """The seed exempts only session.end and the methods that write nothing to the log: each
+    """The seed exempts session.end, mcp.call and the methods that write nothing to the log: each
     other agent writer is refused once the budget is spent, before it reads its params."""
     from lonca.service import daemon  # noqa: F401  (loads every method module)
     from lonca.service.methods import METHODS
+    from lonca.service.ratelimit import EXEMPT     # session.end, and mcp.call (seed: not counted)
     limited = sorted(n for n, m in METHODS.items()
-                     if m.writes and m.credential == "agent" and n != "session.end")
+                     if m.writes and m.credential == "agent" and n not in EXEMPT)
     assert {"lease.acquire", "session.heartbeat", "change.propose", "negotiate"} <= set(limited)
     env: RepoEnv = repo_env
     env.policy("[sessions]\nops_per_minute = 1\n")

@@ -1,0 +1,380 @@
+"""The observation layer (seed 001: hook.event, hook.bind, hook.stop, mcp.call, harness.setup):
+what a harness's hooks tell the worker, and what the worker answers them.
+
+A write tool's call (Claude Code's Edit, Write, MultiEdit, NotebookEdit; Gemini CLI's replace and
+write_file) is judged before it runs from its own effect: the worker applies the tool's input to
+the file as the workspace holds it (sent with the event), computes the facts of that one step with
+the symbols engine, and denies it when the session lacks a lease those facts need or the scope
+does not reach them. Shell commands can not be judged that way: they run, and a path a proposal
+touches that no judged write tool wrote escalates as unobserved_write:<path> (change_methods).
+
+Params are checked at the edge against service/schemas.py; a harness's tool input is read here
+key by key."""
+import asyncio
+import os
+import shlex
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import PurePosixPath
+
+import pygit2
+
+from lonca.harness import MCP_PREFIX, READ_TOOLS, WRITE_TOOLS
+from lonca.protocol import LoncaError
+from lonca.symbols import TreeEntry, compute_facts
+
+from . import scope as scopes
+from . import security_methods
+from .change_build import check_files, commit_exists
+from .change_methods import facts_json, lease_standing, needed
+from .lease_methods import advice
+from .lease_model import FILE
+from .log import Draft, allow
+from .methods import Call, method
+from .paths import check_path
+from .state import RepoState, SessionRec
+
+LEVELS = ("unobserved", "hooks", "hooks_sandbox", "isolated")  # lowest first
+EVENT_WAIT_MS = 600_000  # a before-tool event of an MCP tool waits this long for its mcp.call
+START_GRACE_MS = 10_000  # after a restart an event may have gone to the daemon before
+STOP_EVENT = {"claude-code", "codex", "gemini"}
+
+
+@dataclass
+class HookSeen:
+    """What a live session's hooks did since the daemon started (memory only)."""
+    last_hook_ms: int | None = None
+    mcp_events: deque = field(default_factory=deque)  # (tool, time_ms) of before-tool events of lonca mcp tools
+
+
+def _seen(call: Call) -> HookSeen:
+    return call.daemon.hooks.setdefault((call.repo, call.auth.session), HookSeen())
+
+
+# -- hook.event -----------------------------------------------------------------------------------
+
+@method("hook.event", "agent", writes=True)
+async def hook_event(call: Call) -> dict:
+    p = call.params
+    event, harness = p["hook_event_name"], p.get("harness") or "claude-code"
+    tool, tool_input, cwd, base = p.get("tool_name"), p.get("tool_input") or {}, p.get("cwd"), p.get("base")
+    ws = PurePosixPath(os.path.normpath(p["workspace"]))
+    files = check_files(p["files"]) if p.get("files") is not None else []
+    d, rs, me = call.daemon, call.repo_state(), call.auth.session
+    seen = _seen(call)
+    now = d.now_ms()
+    seen.last_hook_ms = now
+    if event != "PreToolUse" or tool is None:
+        return {"decision": "allow", "reason": ""}
+    prefix = MCP_PREFIX.get(harness)
+    if prefix and tool.startswith(prefix):
+        seen.mcp_events.append((tool[len(prefix):], now))
+        return {"decision": "allow", "reason": ""}
+    rec = rs.sessions[me]
+    read_key = READ_TOOLS[harness].get(tool)
+    if read_key:
+        target = tool_input.get(read_key)
+        full = PurePosixPath(os.path.normpath(os.path.join(cwd or str(ws), target if isinstance(target, str) else ".")))
+        if rec.taint is None and not _within(full, [str(ws), *(rec.scope.get("scratch") or [])]):
+            return await d.log.append(rs.name, _taint(call, rs, f"read_outside:{full}"))
+        return {"decision": "allow", "reason": ""}
+    key = WRITE_TOOLS[harness].get(tool)
+    if key is None:
+        return {"decision": "allow", "reason": ""}
+    target = tool_input.get(key)
+    if not isinstance(target, str):
+        raise LoncaError("invalid", f"tool_input.{key} must be a string: the file {tool} writes")
+    full = PurePosixPath(os.path.normpath(os.path.join(cwd or str(ws), target)))
+    if not _within(full, [str(ws)]):
+        return {"decision": "allow", "reason": "outside the workspace: not observed"}
+    rel = str(full.relative_to(ws))
+    refusal = _path_refusal(rec, rel)
+    if refusal:
+        return await d.log.append(rs.name, _observation(call, rs, tool, rel, [refusal[0]], refusal[1]))
+    before = next((f["data"] for f in files if f["path"] == rel), None)
+    if base is None:
+        raise LoncaError("invalid", "hook.event of a write tool needs base, the workspace's base commit")
+    facts = await asyncio.to_thread(_step_facts, call, rs, base, rel, before, _effect(tool, tool_input, before))
+    if facts is None:  # the tool will fail on its own (no such text), or the effect is not text
+        return {"decision": "allow", "reason": "the tool's effect could not be computed; it is judged at propose"}
+    # the answer's decision is the tool's (the observe entry itself is always allowed)
+    return await d.log.append(rs.name, _observation(call, rs, tool, rel, None, None, facts))
+
+
+def _within(path: PurePosixPath, roots: list[str]) -> bool:
+    return any(path == PurePosixPath(r) or PurePosixPath(r) in path.parents for r in roots)
+
+
+def _taint(call: Call, rs: RepoState, reason: str):
+    """The session read what it does not own (seed op `taint`): its proposals wait for a human
+    from now on (tainted_session). The read itself runs."""
+    def decide() -> Draft:
+        op = {"op": "taint", "session": call.auth.session, "reason": reason}
+        return Draft(actor=call.auth.actor, op=op, decision=allow(),
+                     result=lambda entry: {"decision": "allow", "reason": f"the session is tainted ({reason}): "
+                                                                          "its proposals wait for a human"})
+    return decide
+
+
+def _path_refusal(rec: SessionRec, rel: str) -> tuple[str, str] | None:
+    """(reason, message) when no write to `rel` can be allowed, whatever it changes."""
+    top = rel.split("/", 1)[0]
+    if top in (".lonca", ".git"):
+        return (f"workspace_private:{rel}", f"Lonca denied this write (workspace_private:{rel}): {top}/ is the "
+                "workspace's own (its session token and git state); write only the repository's files.")
+    try:
+        check_path(rel)
+    except LoncaError as e:
+        return (f"invalid_path:{rel}", f"Lonca denied this write (invalid_path:{rel}): {e.message}")
+    if not scopes.path_in(rec.scope, rel):
+        return (f"scope_path:{rel}", f"Lonca denied this write (scope_path:{rel}): {rel} is outside your session's "
+                f"scope ({', '.join(rec.scope.get('paths') or ['**'])}); leave it to a session whose scope has it.")
+    return None
+
+
+def _effect(tool: str, ti: dict, before: bytes | None) -> bytes | None:
+    """The file's content after the tool, None when the tool would fail or does not write text."""
+    if tool in ("Write", "write_file"):
+        content = ti.get("content")
+        return content.encode() if isinstance(content, str) else None
+    if before is None or tool == "NotebookEdit":
+        return None
+    try:
+        text = before.decode()
+    except UnicodeDecodeError:
+        return None
+    edits = ti.get("edits") if tool == "MultiEdit" else [ti]
+    if not isinstance(edits, list):
+        return None
+    for e in edits:
+        old, new = (e.get("old_string"), e.get("new_string")) if isinstance(e, dict) else (None, None)
+        if not isinstance(old, str) or not isinstance(new, str) or not old or old not in text:
+            return None
+        every = e.get("replace_all") is True or isinstance(e.get("expected_replacements"), int) and e["expected_replacements"] > 1
+        if not every and text.count(old) > 1:
+            return None
+        text = text.replace(old, new) if every else text.replace(old, new, 1)
+    return text.encode()
+
+
+def _step_facts(call: Call, rs: RepoState, base: str, rel: str, before: bytes | None, after: bytes | None) -> dict | None:
+    """Facts of this one step: the file as the workspace holds it → as the tool leaves it, on the
+    workspace's base. Blobs are hashed, not written: nothing of a step lands in the store."""
+    d = call.daemon
+    store = d.store(rs.name)
+    if after is None:
+        return None
+    if not commit_exists(store, base):
+        raise LoncaError("not_found", f"no commit {base} in this repository; sync the workspace")
+    base_map = d.tree_maps.get(store, base)
+    mode = base_map[rel].mode if rel in base_map and base_map[rel].mode in ("100644", "100755") else "100644"
+    blobs: dict[str, bytes] = {}
+
+    def entry(data: bytes) -> TreeEntry:
+        oid = str(pygit2.hash(data))
+        blobs[oid] = data
+        return TreeEntry(oid, mode)
+    before_map, after_map = dict(base_map), dict(base_map)
+    if before is None:
+        before_map.pop(rel, None)
+    else:
+        before_map[rel] = entry(before)
+    after_map[rel] = entry(after)
+    facts = compute_facts(before_map, after_map, lambda oid: blobs[oid] if oid in blobs else store[oid].data, d.symbols)
+    return facts_json(facts)
+
+
+def _observation(call: Call, rs: RepoState, tool: str, rel: str, refused: list[str] | None, message: str | None,
+                 facts: dict | None = None):
+    """The decision of a write step, made in the writer (where leases change), and its observe entry."""
+    d, me = call.daemon, call.auth.session
+
+    def decide() -> Draft:
+        now = d.now_ms()
+        rec = rs.sessions[me]
+        reasons, text = (refused, message) if refused else _lease_verdict(rs, rec, facts, now)
+        outcome = "deny" if reasons else "allow"
+        op = {"op": "observe", "session": me,
+              "events": [{"kind": "write", "tool": tool, "paths": [rel], "decision": outcome, "reasons": reasons}]}
+        return Draft(actor=call.auth.actor, op=op, decision=allow(),
+                     result=lambda entry: {"decision": outcome, "reason": text or ""})
+    return decide
+
+
+def _lease_verdict(rs: RepoState, rec: SessionRec, facts: dict, now: int) -> tuple[list[str], str | None]:
+    """(reasons, message for the model) of a write step with these facts; no reasons: allowed."""
+    touched = facts["edits"] + facts["adds"] + facts["deletes"]
+    out_of_scope = [s for s in touched if not scopes.symbol_in(rec.scope, s)]
+    if out_of_scope:
+        return ([f"scope_symbol:{s}" for s in out_of_scope],
+                f"Lonca denied this edit (scope_symbol:{out_of_scope[0]}): it changes {', '.join(out_of_scope)}, "
+                "outside your session's scope; leave it to a session whose scope has it.")
+    missing, details, _used = lease_standing(rs, rec.id, needed(facts, rs), now)
+    if not missing:
+        return [], None
+    reasons = [f"lease_missing:{m['symbol']}" for m in missing]
+    lines = []
+    for m in missing:
+        sym = m["symbol"]
+        held = [x for x in details if x["symbol"] == sym and x["holder_session"]]
+        if held:    # lease_methods.advice words who holds it, for what and until when
+            lines.append(f"{advice(held[:1])} Do not edit it now. To wait in line: `lonca lease interest "
+                         f"{shlex.quote(sym)} --kind {m['kind']} --intent '<what you will do and why>'`.")
+        else:
+            names = f" --names {shlex.quote(','.join(m['names']))}" if m.get("names") else ""
+            lines.append(f"{sym} is free but your session holds no {m['kind']} lease on it. Take it first: "
+                         f"`lonca lease acquire {shlex.quote(sym)} --kind {m['kind']}{names} --intent "
+                         f"'<what you will do and why>'` (or the lease_acquire tool), then make this edit again.")
+    whole = " A new file needs the lease on path#<file>." if any(m["symbol"].endswith(f"#{FILE}") for m in missing) else ""
+    return reasons, f"Lonca denied this edit ({reasons[0]}): " + " ".join(lines) + whole
+
+
+# -- hook.bind -------------------------------------------------------------------------------------
+
+@method("hook.bind", "agent", writes=True)
+async def hook_bind(call: Call) -> dict:
+    p = call.params
+    harness, harness_session, sudo = p["harness"], p["harness_session"], p["sudo_without_password"]
+    d, rs, me = call.daemon, call.repo_state(), call.auth.session
+    _seen(call).last_hook_ms = d.now_ms()
+
+    def decide() -> Draft:
+        rec = rs.sessions[me]
+        notes = []
+        if rec.harness != harness:
+            level = "unobserved"
+            notes.append(f"the session started with harness {rec.harness!r}, not {harness!r}: its level is not read")
+        elif rec.unhooked:
+            level = "unobserved"
+            notes.append("lonca mcp ran a tool whose before-tool event never came: the level stays unobserved")
+        else:
+            level = "hooks"
+        if sudo:
+            notes.append("the agent's user can sudo without a password: it can step around its hooks")
+        # a bind sets the level once; a later one may keep or lower it, never raise it
+        raises = rec.bound_ms is not None and LEVELS.index(level) > LEVELS.index(rec.level)
+        op = {"op": "session.bind", "session": me, "level": rec.level if raises else level,
+              "checks": {"harness": harness, "harness_session": harness_session, "sudo_without_password": sudo}}
+        decision = {"outcome": "deny", "reasons": ["bind_raises_level"]} if raises else allow()
+
+        def result(entry: dict) -> dict:
+            return {"level": rs.sessions[me].level, "notes": notes, "scratch": list(rec.scope.get("scratch") or [])}
+        return Draft(actor=call.auth.actor, op=op, decision=decision, result=result)
+    return await d.log.append(rs.name, decide)
+
+
+# -- hook.stop -------------------------------------------------------------------------------------
+
+def local_files(value: list[dict]) -> list[dict]:
+    """The local files a hook.stop or session.end names (their shape is the schema's), each once,
+    as {"path", "blob": the local blob or None for a deletion}."""
+    out, seen = [], set()
+    for f in value:
+        if f["path"] in seen:
+            raise LoncaError("invalid", f"the path {f['path']!r} appears twice; name each file once")
+        seen.add(f["path"])
+        out.append({"path": f["path"], "blob": f["entry"]["blob"] if f["entry"] else None})
+    return out
+
+
+def carried_paths(call: Call, rs: RepoState, files: list[dict], sessions: set[str]) -> set[str]:
+    """Paths whose local content a standing proposal of these sessions holds (pending, queued or
+    integrated: the same blob, or the deletion)."""
+    d = call.daemon
+    store = d.store(rs.name)
+    standing = [c for c in rs.changes.values()
+                if c.session in sessions and c.status["status"] in ("pending", "queued", "integrated")]
+    out = set()
+    for c in standing:
+        m = d.tree_maps.get(store, c.commit)
+        out |= {f["path"] for f in files
+                if (f["blob"] is None and f["path"] not in m and f["path"] in c.paths)
+                or (f["blob"] is not None and f["path"] in m and m[f["path"]].oid == f["blob"])}
+    return out
+
+
+def stop_output(harness: str, paths: list[str], total: int) -> dict:
+    """The answer that sends the agent back, in the harness's shape."""
+    shown = ", ".join(paths[:8]) + (f" and {total - 8} more" if total > 8 else "")
+    reason = (f"Lonca: your workspace has local changes that no proposal carries: {shown}. Propose them before you "
+              "finish (`lonca propose -m '<what the change does and why>'` in the workspace, or the propose tool of "
+              "lonca mcp), or undo the ones you do not mean to keep.")
+    if harness == "gemini":
+        return {"decision": "deny", "reason": reason}
+    return {"decision": "block", "reason": reason}
+
+
+@method("hook.stop", "agent", writes=True)
+async def hook_stop(call: Call) -> dict:
+    p = call.params
+    harness = p["harness"]
+    if harness not in STOP_EVENT:
+        raise LoncaError("invalid", f"{harness} has no stop event")
+    files = local_files(p["files"])
+    d, rs, me = call.daemon, call.repo_state(), call.auth.session
+    _seen(call).last_hook_ms = d.now_ms()
+    carried = await asyncio.to_thread(carried_paths, call, rs, files, rs.workspace_sessions(me))
+    paths = sorted(f["path"] for f in files if f["path"] not in carried)
+    limit = rs.policy.stop_rounds
+
+    def decide() -> Draft:
+        rec = rs.sessions[me]
+        before = rec.unproposed
+        rnd = ((before or {}).get("rounds", 0) + 1) if paths else 0
+        event = {"kind": "unproposed", "paths": paths[:32], "total": len(paths), "round": rnd}
+        op = {"op": "observe", "session": me, "events": [event]}
+
+        def result(entry: dict) -> dict:
+            out = {"unproposed": paths, "total": len(paths), "round": rnd, "limit": limit}
+            if paths and rnd <= limit:
+                out["output"] = stop_output(harness, paths, len(paths))
+            return out
+        return Draft(actor=call.auth.actor, op=op, decision=allow(), result=result)
+    rec = rs.sessions[me]
+    if not paths and rec.unproposed is not None and rec.unproposed["total"] == 0:
+        # a clean report is new once after the session began or proposed: not logged again
+        return {"unproposed": [], "total": 0, "round": 0, "limit": limit}
+    out = await d.log.append(rs.name, decide)
+    out.pop("seq", None)
+    out.pop("decision", None)
+    return out
+
+
+# -- mcp.call --------------------------------------------------------------------------------------
+
+@method("mcp.call", "agent", writes=True)
+async def mcp_call(call: Call) -> dict:
+    tool = call.params["tool"]
+    d, rs, me = call.daemon, call.repo_state(), call.auth.session
+    rec = rs.sessions[me]
+    if rec.harness not in MCP_PREFIX or rec.level == "isolated":
+        return {"checked": False, "hooked": None}
+    seen = _seen(call)
+    now = d.now_ms()
+    while seen.mcp_events and seen.mcp_events[0][1] < now - EVENT_WAIT_MS:
+        seen.mcp_events.popleft()
+    for i, (name, _when) in enumerate(seen.mcp_events):
+        if name == tool:
+            del seen.mcp_events[i]
+            return {"checked": True, "hooked": True}
+    if now < d.started_ms + START_GRACE_MS and rec.created_ms < d.started_ms:
+        return {"checked": True, "hooked": True}
+    if rec.unhooked is None:
+        security_methods.EVENTS.append({"time_ms": now, "kind": "unhooked", "repo": rs.name, "session": me,
+                                        "method": "mcp.call", "detail": f"lonca mcp ran {tool} with no before-tool event"})
+
+        def decide() -> Draft:
+            op = {"op": "observe", "session": me, "events": [{"kind": "unhooked", "tool": tool}]}
+            return Draft(actor=call.auth.actor, op=op, decision=allow(), result=lambda e: {})
+        await d.log.append(rs.name, decide)
+    return {"checked": True, "hooked": False}
+
+
+# -- harness.setup ---------------------------------------------------------------------------------
+
+@method("harness.setup", "agent")
+async def harness_setup(call: Call) -> dict:
+    """The setup part of the harness's profile from the policy: no policy has profiles yet, so
+    every harness gets null, and the client writes its own setup (lonca/harness.py)."""
+    call.repo_state()
+    return {"setup": None}
