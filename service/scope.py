@@ -1,11 +1,10 @@
 """A session's scope: which paths, symbols and kinds of operation it may touch."""
-import fnmatch
-
+from .globs import glob_match, glob_within
 from .lease_model import covers, split
 
 
 def path_in(scope: dict, path: str) -> bool:
-    return any(fnmatch.fnmatchcase(path, g) or (g.endswith("/**") and path.startswith(g[:-2])) for g in scope.get("paths") or ["**"])
+    return any(glob_match(g, path) for g in scope.get("paths") or ["**"])
 
 
 def symbol_in(scope: dict, symbol: str) -> bool:
@@ -34,7 +33,7 @@ def item_reasons(scope: dict, items: list[dict]) -> list[str]:
 def narrower(child: dict, parent: dict) -> list[str]:
     """What a child scope would widen (scope_widening:<what>), empty when it is within the parent."""
     out = []
-    if not all(any(fnmatch.fnmatchcase(c.replace("**", "x/x").replace("*", "x"), p) or c == p for p in parent.get("paths") or ["**"])
+    if not all(any(glob_within(c, p) for p in parent.get("paths") or ["**"])
                for c in child.get("paths") or ["**"]):
         out.append("paths")
     if parent.get("symbols") is not None and (child.get("symbols") is None or
