@@ -24,7 +24,7 @@ Decisions (the seed's "Common shapes" is the spec; these settle what it leaves o
   gives a new signature; the changed symbols themselves are not listed.
 - lines_added/lines_removed: line diff counts; binary files count none.
 - containers and nesting (not facts of the protocol, the worker's reading of them): each added
-  symbol's container id and name as its table wrote them, and for files of section languages,
+  symbol's container id and name as its table wrote them (every id in adds but `<append>`s), and for files of section languages,
   whose names may hold dots, the container of each symbol of either side (the base's where both
   have it): leases decide insert containers and containment from these, not from the ids' dots.
 """
@@ -175,6 +175,7 @@ class _Change:
                             f.tests["skipped"].add(s.id)
         else:
             f.adds.add(table.file_id)
+            f.containers[table.file_id] = (table.file_id, table.symbols[0].name)
             if table.status == "unread":
                 f.unread_files.add(path)
                 f.syntax_errors.extend(table.syntax_errors)
