@@ -161,7 +161,7 @@ def decide_proposal(rs: RepoState, session: str, change: str | None, facts: dict
     sc = rs.sessions[session].scope
     deny_r += [f"scope_path:{p}" for p in paths if not scopes.path_in(sc, p)]
     touched = facts["edits"] + facts["adds"] + facts["deletes"]
-    deny_r += [f"scope_symbol:{s}" for s in touched if not scopes.symbol_in(sc, s)]
+    deny_r += [f"scope_symbol:{s}" for s in touched if not scopes.symbol_in(sc, s, nesting)]
     for op, syms in (("edit", facts["edits"]), ("insert", facts["adds"]), ("delete", facts["deletes"]),
                      ("rename", facts["renames"])):
         if syms and not scopes.op_in(sc, op):

@@ -292,7 +292,7 @@ async def acquire(call: Call) -> dict:
         reasons = item_problems(items, rs)
         if not intent.strip():
             reasons.append("intent_required")
-        reasons += scopes.item_reasons(rs.sessions[me].scope, items)
+        reasons += scopes.item_reasons(rs.sessions[me].scope, items, nesting)
         existing = rs.sets.get(set_id)
         if existing and existing.session != me:
             reasons.append("invalid_lease_set")

@@ -7,9 +7,10 @@ def path_in(scope: dict, path: str) -> bool:
     return any(glob_match(g, path) for g in scope.get("paths") or ["**"])
 
 
-def symbol_in(scope: dict, symbol: str) -> bool:
+def symbol_in(scope: dict, symbol: str, nesting: dict[str, str] | None = None) -> bool:
+    """Whether the scope's symbols cover `symbol`, as the tables nest (lease_model.covers)."""
     syms = scope.get("symbols")
-    return syms is None or any(covers(s, symbol) for s in syms)
+    return syms is None or any(covers(s, symbol, nesting) for s in syms)
 
 
 def op_in(scope: dict, op: str) -> bool:
@@ -17,13 +18,13 @@ def op_in(scope: dict, op: str) -> bool:
     return not ops or op in ops
 
 
-def item_reasons(scope: dict, items: list[dict]) -> list[str]:
+def item_reasons(scope: dict, items: list[dict], nesting: dict[str, str] | None = None) -> list[str]:
     out = []
     for it in items:
         path = split(it["symbol"])[0]
         if not path_in(scope, path):
             out.append(f"scope_path:{path}")
-        elif not symbol_in(scope, it["symbol"]):
+        elif not symbol_in(scope, it["symbol"], nesting):
             out.append(f"scope_symbol:{it['symbol']}")
         if not op_in(scope, it["kind"]):
             out.append(f"scope_op:{it['kind']}")

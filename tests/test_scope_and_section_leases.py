@@ -170,3 +170,18 @@ def test_every_insert_container_is_the_enclosing_section(env, inserts):
         assert (innermost, s.name) in inserts_needed, (sym, innermost, pre["acquire"])
     for container, _name in inserts_needed:
         assert container in base_ids or container == "R.md#<file>" or container in adds, (container, pre["acquire"])
+
+
+def test_a_scope_on_one_release_does_not_reach_the_next(env):
+    """A scope's symbols cover as the table nests: `R.md#Release 1` is not `Release 1.1`."""
+    scope = {"paths": ["R.md"], "symbols": ["R.md#Release 1", "R.md#Release 1.1"], "ops": [],
+             "max_files": None, "max_lines": None, "scratch": []}
+    narrow = {**scope, "symbols": ["R.md#Release 1"]}
+    a = env.agent("a", scope=narrow)["token"]
+    wide = env.agent("w", scope=scope)["token"]
+    c = env.client
+    assert acquire(c, a, "R.md#Release 1.1")["decision"]["reasons"] == ["scope_symbol:R.md#Release 1.1"]
+    assert acquire(c, a, "R.md#Release 1")["decision"]["outcome"] == "allow"
+    res = propose(c, a, env.trunk, {"R.md": CHANGELOG.replace("Fixes.", "Fixes!")})
+    assert "scope_symbol:R.md#Release 1.1" in res["decision"]["reasons"]
+    assert acquire(c, wide, "R.md#Release 1.1.Notes")["decision"]["outcome"] == "allow"  # nested: covered
