@@ -1,6 +1,8 @@
 """A session's scope: which paths, symbols and kinds of operation it may touch."""
+from lonca.symbols.languages import SECTION_LANGUAGES, language_of
+
 from .globs import glob_match, glob_within
-from .lease_model import covers, split
+from .lease_model import FILE, covers, split
 
 
 def path_in(scope: dict, path: str) -> bool:
@@ -31,6 +33,15 @@ def item_reasons(scope: dict, items: list[dict], nesting: dict[str, str] | None 
     return sorted(set(out))
 
 
+def _surely_in(symbols: list[str], symbol: str) -> bool:
+    """Whether `symbol` is within one of `symbols` without a table to ask: in a file of a section
+    language a name may hold dots, so there only the symbol itself or a non-dot suffix
+    (`~2`) counts (conservative: a real subsection is reported as a widening)."""
+    if language_of(split(symbol)[0]) not in SECTION_LANGUAGES:
+        return any(covers(s, symbol) for s in symbols)
+    return any(covers(s, symbol) and (s == symbol or split(s)[1] == FILE or symbol[len(s)] != ".") for s in symbols)
+
+
 def narrower(child: dict, parent: dict) -> list[str]:
     """What a child scope would widen (scope_widening:<what>), empty when it is within the parent."""
     out = []
@@ -38,7 +49,7 @@ def narrower(child: dict, parent: dict) -> list[str]:
                for c in child.get("paths") or ["**"]):
         out.append("paths")
     if parent.get("symbols") is not None and (child.get("symbols") is None or
-                                              not all(symbol_in(parent, s) for s in child["symbols"])):
+                                              not all(_surely_in(parent["symbols"], s) for s in child["symbols"])):
         out.append("symbols")
     if parent.get("ops") and (not child.get("ops") or set(child["ops"]) - set(parent["ops"])):
         out.append("ops")

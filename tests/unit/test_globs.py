@@ -81,3 +81,10 @@ def test_scope_critical_and_checks_read_globs_alike():
         def __init__(self, paths):
             self.paths = paths
     assert p.runs(Change(["src/a.py"])) == ["lint"] and p.runs(Change(["src/a/b.py"])) == []
+
+
+def test_a_child_scope_on_a_dotted_section_is_no_narrowing_without_a_table():
+    parent = {"paths": ["**"], "symbols": ["R.md#Release 1", "a.py#K"]}
+    assert scope.narrower({"paths": ["**"], "symbols": ["R.md#Release 1.1"]}, parent) == ["symbols"]
+    assert scope.narrower({"paths": ["**"], "symbols": ["R.md#Release 1", "a.py#K.m"]}, parent) == []
+    assert scope.narrower({"paths": ["**"], "symbols": ["R.md#x"]}, {"paths": ["**"], "symbols": ["R.md#<file>"]}) == []
