@@ -2,6 +2,7 @@
 symbols/facts.py): the table's nesting decides, the id's text only where nothing is known."""
 from lonca.service.lease_model import covers, items_conflict
 from lonca.symbols import SymbolCache, compute_facts
+from lonca.symbols.table import symbol_table
 
 from symtrees import Blobs
 
@@ -41,3 +42,14 @@ def test_covers_follows_the_nesting_where_a_dot_is_ambiguous():
     assert items_conflict(edit("R.md#Release 1.1"), edit("R.md#Release 1.1.Notes"), nesting)
     ins = {"symbol": "R.md#<file>", "kind": "insert", "names": ["v2"]}
     assert not items_conflict(ins, edit("R.md#Release 1"), nesting)
+
+
+def test_a_dotted_json_key_beside_a_nested_one():
+    table = symbol_table("j.json", b'{"a.b": 1, "a": {"b": 2}}\n')
+    nesting = {s.id: s.container for s in table.symbols if s.kind != "file"}
+    ids = nesting.keys() & {"j.json#a.b", "j.json#a.b~2"}
+    assert len(ids) == 2      # one id each, `~2` for the later (symbol engine 18)
+    nested = next(i for i in ids if nesting[i] == "j.json#a")
+    flat = next(i for i in ids if nesting[i] == "j.json#<file>")
+    assert covers("j.json#a", nested, nesting) and not covers("j.json#a", flat, nesting)
+    assert not items_conflict(edit("j.json#a"), edit(flat), nesting)
