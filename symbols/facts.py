@@ -24,9 +24,10 @@ Decisions (the seed's "Common shapes" is the spec; these settle what it leaves o
   gives a new signature; the changed symbols themselves are not listed.
 - lines_added/lines_removed: line diff counts; binary files count none.
 - containers and nesting (not facts of the protocol, the worker's reading of them): each added
-  symbol's container id and name as its table wrote them (every id in adds but `<append>`s), and for files of section languages,
-  whose names may hold dots, the container of each symbol of either side (the base's where both
-  have it): leases decide insert containers and containment from these, not from the ids' dots.
+  symbol's container id and name as its table wrote them (every id in adds but `<append>`s),
+  and for files of section languages, whose names may hold dots, the container of each symbol
+  of either side (the base's where both have it): leases decide insert containers and
+  containment from these, not from the ids' dots.
 """
 from __future__ import annotations
 
@@ -35,8 +36,8 @@ from dataclasses import dataclass, field
 from typing import Callable, Mapping, NamedTuple
 
 from .cache import BaseIndex, SymbolCache
-from .mentions import NOT_NAMES, mentioned
 from .languages import SECTION_LANGUAGES
+from .mentions import NOT_NAMES, mentioned
 from .table import APPEND, FileSymbols, Symbol, cut, normalize, whole_file
 from .textdiff import changed_rows
 from .trees import TreeEntry, mode_word
