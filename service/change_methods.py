@@ -12,7 +12,7 @@ from lonca.symbols import SYMBOLS_ENGINE, compare_claim
 from . import scope as scopes
 from .change_build import build_commit, check_files, commit_exists, facts_of, new_change_id
 from .lease_methods import advice, detail, held_detail, name_reasons, own_items
-from .lease_model import FILE, bare_name, covers, member, parent_of, split
+from .lease_model import FILE, covers, items_conflict, member, split
 from .log import Draft, allow, deny
 from .methods import Call, method
 from .reducers import touched_paths
@@ -23,8 +23,10 @@ DIFF_CAP = 2 * 1024 * 1024
 
 # -- what leases the facts need ------------------------------------------------------------------
 
-def needed(facts: dict, rs: RepoState) -> list[dict]:
-    """Lease items a change with these facts needs, most covering first, each once."""
+def needed(facts: dict, rs: RepoState, containers: dict[str, tuple[str, str]]) -> list[dict]:
+    """Lease items a change with these facts needs, most covering first, each once. An addition
+    inserts into its container as its table wrote it (`containers`, from the facts: a name may
+    hold dots, so the id can not tell)."""
     optimistic = rs.policy.unparsed_files == "optimistic"
     skip = set(facts["unparsed_files"]) if optimistic else set()
     whole = {p for p in facts["added_files"] + facts["deleted_files"]} - skip
@@ -56,30 +58,32 @@ def needed(facts: dict, rs: RepoState) -> list[dict]:
         if qual.endswith(".<append>"):
             add({"symbol": f"{path}#{qual[:-len('.<append>')]}", "kind": "insert"})
         else:
-            add({"symbol": parent_of(sym), "kind": "insert", "names": [bare_name(sym)]})
+            container, name = containers[sym]
+            add({"symbol": container, "kind": "insert", "names": [name]})
     return list(out.values())
 
 
-def satisfied(need: dict, have: dict) -> bool:
-    """Whether one held item answers one need."""
+def satisfied(need: dict, have: dict, nesting: dict[str, str] | None = None) -> bool:
+    """Whether one held item answers one need (containment as the tables nest: lease_model)."""
     hk, hs, ns = have["kind"], have["symbol"], need["symbol"]
     if need["kind"] == "insert":
         names = need.get("names") or []
         if hk == "insert":
             return hs == ns and (have.get("names") is None or set(names) <= set(have["names"]))
         return hk in ("edit", "rename", "shared") and (
-            covers(hs, ns) or bool(names) and all(covers(hs, member(ns, n)) for n in names))
-    return hk in ("edit", "rename", "shared") and covers(hs, ns)
+            covers(hs, ns, nesting) or bool(names) and all(covers(hs, member(ns, n), nesting) for n in names))
+    return hk in ("edit", "rename", "shared") and covers(hs, ns, nesting)
 
 
-def lease_standing(rs: RepoState, session: str | None, needs: list[dict], now: int):
+def lease_standing(rs: RepoState, session: str | None, needs: list[dict], now: int,
+                   nesting: dict[str, str] | None = None):
     """(missing needs, details, the own (set, item) pairs that satisfy the rest)."""
     own = own_items(rs, session, now) if session else []
     missing, details, used = [], [], []
     for need in needs:
         # an insert's names may be held in one item or one item per name
         parts = [{**need, "names": [n]} for n in need["names"]] if need.get("names") else [need]
-        found = [[(sid, it) for sid, it in own if satisfied(part, it)] for part in parts]
+        found = [[(sid, it) for sid, it in own if satisfied(part, it, nesting)] for part in parts]
         if all(found):
             used += [m for matches in found for m in matches]
             own_set = rs.sets[found[0][0][0]]
@@ -89,7 +93,7 @@ def lease_standing(rs: RepoState, session: str | None, needs: list[dict], now: i
         if any(found):      # what is missing is the names not held
             need = {**need, "names": [p["names"][0] for p, f in zip(parts, found) if not f]}
         missing.append(need)
-        holders = rs.holders([need], session or "", now)
+        holders = [h for h in rs.holders([need], session or "", now) if items_conflict(h[1], h[2], nesting)]
         if not holders:
             details.append(detail("free", need))
         details += [held_detail(rs, s, need, pinned) for s, _held, _want, pinned in holders]
@@ -106,6 +110,8 @@ class Prepared(NamedTuple):
     mismatches: list[dict]      # the claim against the facts (compare_claim)
     base_map: dict
     trunk_map: dict
+    containers: dict            # Facts.containers: added id -> (container, name)
+    nesting: dict               # Facts.nesting: id -> container, where names may hold dots
 
 
 async def prepare(call: Call, rs: RepoState, base: str, files: list[dict], message: str, author: str,
@@ -123,7 +129,7 @@ async def prepare(call: Call, rs: RepoState, base: str, files: list[dict], messa
         facts = facts_of(store, d.symbols, base, base_map, new_map, files)
         mismatches = compare_claim(claim, facts) if claim is not None else []
         return Prepared(commit, facts_json(facts), list(facts.syntax_errors), mismatches, base_map,
-                        d.tree_maps.get(store, rs.trunk))
+                        d.tree_maps.get(store, rs.trunk), facts.containers, facts.nesting)
     prepared = await asyncio.to_thread(work)
     if prepared is not None:
         d.warmer.ask(rs.name, rs.trunk)    # the next proposal on trunk is quicker
@@ -137,9 +143,9 @@ def facts_json(facts) -> dict:
 
 
 def decide_proposal(rs: RepoState, session: str, change: str | None, facts: dict, base: str, base_map, trunk_map,
-                    now: int, mismatches: list[dict]) -> tuple[dict, list[dict], list]:
+                    now: int, mismatches: list[dict], containers: dict, nesting: dict) -> tuple[dict, list[dict], list]:
     """(decision, details, used lease items) for a proposal by agent session `session`; `change`
-    is the change it is a new version of, or None."""
+    is the change it is a new version of, or None; `containers` and `nesting` as in Prepared."""
     deny_r, esc_r, info_r = [], [], []
     if rs.frozen:
         deny_r.append(f"frozen:{rs.frozen}")
@@ -156,7 +162,7 @@ def decide_proposal(rs: RepoState, session: str, change: str | None, facts: dict
     sc = rs.sessions[session].scope
     deny_r += [f"scope_path:{p}" for p in paths if not scopes.path_in(sc, p)]
     touched = facts["edits"] + facts["adds"] + facts["deletes"]
-    deny_r += [f"scope_symbol:{s}" for s in touched if not scopes.symbol_in(sc, s)]
+    deny_r += [f"scope_symbol:{s}" for s in touched if not scopes.symbol_in(sc, s, nesting)]
     for op, syms in (("edit", facts["edits"]), ("insert", facts["adds"]), ("delete", facts["deletes"]),
                      ("rename", facts["renames"])):
         if syms and not scopes.op_in(sc, op):
@@ -165,9 +171,9 @@ def decide_proposal(rs: RepoState, session: str, change: str | None, facts: dict
         deny_r.append("scope_max_files")
     if sc.get("max_lines") is not None and facts["lines_added"] + facts["lines_removed"] > sc["max_lines"]:
         deny_r.append("scope_max_lines")
-    missing, details, used = lease_standing(rs, session, needed(facts, rs), now)
+    missing, details, used = lease_standing(rs, session, needed(facts, rs, containers), now, nesting)
     deny_r += [f"lease_missing:{m['symbol']}" for m in missing]
-    named, named_details = name_reasons(rs, session, facts, now)
+    named, named_details = name_reasons(rs, session, facts, now, containers)
     deny_r += named
     details += named_details
     if rs.policy.agent_changes == "human":
@@ -251,7 +257,7 @@ def _decide_propose(call: Call, rs: RepoState, me: str, change: str | None, base
     else:
         commit, facts, syntax, mismatches = prepared.commit, prepared.facts, prepared.syntax_errors, prepared.mismatches
         decision, details, used = decide_proposal(rs, me, change, facts, base, prepared.base_map, prepared.trunk_map,
-                                                  now, mismatches)
+                                                  now, mismatches, prepared.containers, prepared.nesting)
     cid = change or new_change_id()
     if change is not None:
         old = rs.changes.get(change)
@@ -286,8 +292,8 @@ async def preview(call: Call) -> dict:
     if prepared is None:
         raise LoncaError("not_found", f"no commit {base} in this repository")
     facts = prepared.facts
-    needs = needed(facts, rs)
-    missing, details, _used = lease_standing(rs, me, needs, d.now_ms())
+    needs = needed(facts, rs, prepared.containers)
+    missing, details, _used = lease_standing(rs, me, needs, d.now_ms(), prepared.nesting)
     free = {x["symbol"] for x in details if x["code"] == "free"}
     no_lease = sorted(facts["unparsed_files"]) if rs.policy.unparsed_files == "optimistic" else []
     return {"facts": facts, "syntax_errors": prepared.syntax_errors, "leases": details,

@@ -94,11 +94,11 @@ async def hook_event(call: Call) -> dict:
     before = next((f["data"] for f in files if f["path"] == rel), None)
     if base is None:
         raise LoncaError("invalid", "hook.event of a write tool needs base, the workspace's base commit")
-    facts = await asyncio.to_thread(_step_facts, call, rs, base, rel, before, _effect(tool, tool_input, before))
-    if facts is None:  # the tool will fail on its own (no such text), or the effect is not text
+    step = await asyncio.to_thread(_step_facts, call, rs, base, rel, before, _effect(tool, tool_input, before))
+    if step is None:  # the tool will fail on its own (no such text), or the effect is not text
         return {"decision": "allow", "reason": "the tool's effect could not be computed; it is judged at propose"}
     # the answer's decision is the tool's (the observe entry itself is always allowed)
-    return await d.log.append(rs.name, _observation(call, rs, tool, rel, None, None, facts))
+    return await d.log.append(rs.name, _observation(call, rs, tool, rel, None, None, step))
 
 
 def _within(path: PurePosixPath, roots: list[str]) -> bool:
@@ -157,9 +157,10 @@ def _effect(tool: str, ti: dict, before: bytes | None) -> bytes | None:
     return text.encode()
 
 
-def _step_facts(call: Call, rs: RepoState, base: str, rel: str, before: bytes | None, after: bytes | None) -> dict | None:
+def _step_facts(call: Call, rs: RepoState, base: str, rel: str, before: bytes | None, after: bytes | None):
     """Facts of this one step: the file as the workspace holds it → as the tool leaves it, on the
-    workspace's base. Blobs are hashed, not written: nothing of a step lands in the store."""
+    workspace's base, as (facts JSON, containers, nesting) like a proposal's (Prepared). Blobs are
+    hashed, not written: nothing of a step lands in the store."""
     d = call.daemon
     store = d.store(rs.name)
     if after is None:
@@ -181,18 +182,18 @@ def _step_facts(call: Call, rs: RepoState, base: str, rel: str, before: bytes | 
         before_map[rel] = entry(before)
     after_map[rel] = entry(after)
     facts = compute_facts(before_map, after_map, lambda oid: blobs[oid] if oid in blobs else store[oid].data, d.symbols)
-    return facts_json(facts)
+    return facts_json(facts), facts.containers, facts.nesting
 
 
 def _observation(call: Call, rs: RepoState, tool: str, rel: str, refused: list[str] | None, message: str | None,
-                 facts: dict | None = None):
+                 step: tuple | None = None):
     """The decision of a write step, made in the writer (where leases change), and its observe entry."""
     d, me = call.daemon, call.auth.session
 
     def decide() -> Draft:
         now = d.now_ms()
         rec = rs.sessions[me]
-        reasons, text = (refused, message) if refused else _lease_verdict(rs, rec, facts, now)
+        reasons, text = (refused, message) if refused else _lease_verdict(rs, rec, step, now)
         outcome = "deny" if reasons else "allow"
         op = {"op": "observe", "session": me,
               "events": [{"kind": "write", "tool": tool, "paths": [rel], "decision": outcome, "reasons": reasons}]}
@@ -201,15 +202,16 @@ def _observation(call: Call, rs: RepoState, tool: str, rel: str, refused: list[s
     return decide
 
 
-def _lease_verdict(rs: RepoState, rec: SessionRec, facts: dict, now: int) -> tuple[list[str], str | None]:
-    """(reasons, message for the model) of a write step with these facts; no reasons: allowed."""
+def _lease_verdict(rs: RepoState, rec: SessionRec, step: tuple, now: int) -> tuple[list[str], str | None]:
+    """(reasons, message for the model) of a write step (_step_facts); no reasons: allowed."""
+    facts, containers, nesting = step
     touched = facts["edits"] + facts["adds"] + facts["deletes"]
-    out_of_scope = [s for s in touched if not scopes.symbol_in(rec.scope, s)]
+    out_of_scope = [s for s in touched if not scopes.symbol_in(rec.scope, s, nesting)]
     if out_of_scope:
         return ([f"scope_symbol:{s}" for s in out_of_scope],
                 f"Lonca denied this edit (scope_symbol:{out_of_scope[0]}): it changes {', '.join(out_of_scope)}, "
                 "outside your session's scope; leave it to a session whose scope has it.")
-    missing, details, _used = lease_standing(rs, rec.id, needed(facts, rs), now)
+    missing, details, _used = lease_standing(rs, rec.id, needed(facts, rs, containers), now, nesting)
     if not missing:
         return [], None
     reasons = [f"lease_missing:{m['symbol']}" for m in missing]

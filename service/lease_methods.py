@@ -6,11 +6,13 @@ import secrets
 import time as _time
 
 from lonca.protocol import LoncaError
-from lonca.symbols.twins import first_id, is_twin, one_definition
+from lonca.symbols.languages import SECTION_LANGUAGES, language_of
+from lonca.symbols.table import FileSymbols
+from lonca.symbols.twins import is_twin, one_definition
 
 from . import gitstore
 from . import scope as scopes
-from .lease_model import LeaseSet, any_conflict, bare_name, member, parent_of, split
+from .lease_model import LeaseSet, any_conflict, items_conflict, member, split
 from .log import Draft, allow, deny
 from .methods import Call, method
 from .state import RepoState
@@ -115,18 +117,22 @@ def advice(details: list[dict]) -> str | None:
     return "; ".join(parts[:5]) + more + "."
 
 
-def conflicts(rs: RepoState, session: str, items: list[dict], now: int) -> tuple[list[str], list[dict]]:
+def conflicts(rs: RepoState, session: str, items: list[dict], now: int,
+              nesting: dict[str, str] | None = None) -> tuple[list[str], list[dict]]:
     """Reasons and details for what stands between `session` and `items`: holders, waiting
-    interests in their block window, and reservations."""
+    interests in their block window, and reservations. `nesting` (trunk_nesting) narrows what
+    the ids' text covers to what the tables nest."""
     reasons, details, seen = [], [], set()
     for s, held, want, pinned in rs.holders(items, session, now):
+        if nesting and not items_conflict(held, want, nesting):
+            continue
         reasons.append(f"lease_held:{want['symbol']}:{s.session}:{s.intent}")
         if (s.id, held["symbol"]) not in seen:
             seen.add((s.id, held["symbol"]))
             details.append(held_detail(rs, s, held, pinned))
     for code, waits, until in [("lease_wanted", i, i.blocks_until_ms) for i in rs.interests] + \
                               [("lease_reserved", r, r.until_ms) for r in rs.reservations]:
-        if waits.session != session and now < until and any_conflict(waits.items, items):
+        if waits.session != session and now < until and any_conflict(waits.items, items, nesting):
             reasons.append(f"{code}:{waits.session}")
             rec = rs.sessions.get(waits.session)
             details.append(detail(code, waits.items[0], waits.session, rec.agent if rec else None, waits.intent, until))
@@ -161,9 +167,10 @@ def reservers(rs: RepoState, session: str, container: str, name: str, now: int) 
     return out
 
 
-def _reserved(rs: RepoState, session: str, symbol: str, now: int) -> tuple[list[str], list[dict]]:
-    """name_reserved reasons and details for adding `symbol` (a new name, or a rename's)."""
-    container, name = parent_of(symbol), bare_name(symbol)
+def _reserved(rs: RepoState, session: str, container: str, name: str, now: int) -> tuple[list[str], list[dict]]:
+    """name_reserved reasons and details for adding `name` into `container` (a new name, or a
+    rename's)."""
+    symbol = member(container, name)
     reasons, details = [], []
     for s, pinned in reservers(rs, session, container, name, now):
         reasons.append(f"name_reserved:{symbol}:{s.session}")
@@ -173,31 +180,32 @@ def _reserved(rs: RepoState, session: str, symbol: str, now: int) -> tuple[list[
     return reasons, details
 
 
-def _defined(symbol: str) -> tuple[str, dict]:
-    """The reason and detail for adding `symbol` where its scope already defines the name."""
-    container, name = parent_of(symbol), bare_name(symbol)
+def _defined(container: str, name: str) -> tuple[str, dict]:
+    """The reason and detail for adding `name` where `container` already defines it."""
     return f"conflict:{member(container, name)}", detail("conflict", {"symbol": container, "kind": "insert",
                                                                       "names": [name]})
 
 
-def name_reasons(rs: RepoState, session: str, facts: dict, now: int) -> tuple[list[str], list[dict]]:
+def name_reasons(rs: RepoState, session: str, facts: dict, now: int,
+                 containers: dict[str, tuple[str, str]]) -> tuple[list[str], list[dict]]:
     """A proposal's additions and renames onto a name another session reserved
     (name_reserved:<symbol>:<session>) or that the scope already defines (conflict:<symbol>: the
     facts number a second definition `~2`), unless the session leases that very definition
     (an edit lease on `p#f` may add an overload of `f`; one on the class or file does not).
-    Renamed symbols are among the additions (facts)."""
+    Renamed symbols are among the additions (facts); `containers` (Facts.containers) says
+    where each is added, as its table wrote it."""
     reasons, details = [], []
     mine = {it["symbol"] for _, it in own_items(rs, session, now) if it["kind"] in ("edit", "rename")}
     for sym in facts["adds"]:
         path, qual = split(sym)
         if qual.endswith(".<append>"):
             continue
-        existing = member(parent_of(sym), bare_name(sym))
-        if is_twin(qual) and one_definition(path, bare_name(sym)) and existing not in mine:
-            why, d = _defined(sym)
+        container, name = containers[sym]
+        if is_twin(qual) and one_definition(path, name) and member(container, name) not in mine:
+            why, d = _defined(container, name)
             reasons.append(why)
             details.append(d)
-        r, ds = _reserved(rs, session, f"{path}#{first_id(qual)}", now)
+        r, ds = _reserved(rs, session, container, name, now)
         reasons += r
         details += ds
     return reasons, details
@@ -212,20 +220,39 @@ async def trunk_names(call: Call, rs: RepoState, items: list[dict]) -> set[tuple
         return set()
 
     def work() -> set[tuple[str, str]]:
-        store = d.store(rs.name)        # this thread's handle
-        tree = gitstore.commit_of(store, trunk).tree
-        out = set()
-        for path in paths:
-            try:
-                blob = tree[path]
-            except (KeyError, ValueError, TypeError):   # no such file: nothing defined there
-                continue
-            if blob.type_str != "blob":
-                continue
-            table = d.symbols.table(path, str(blob.id), lambda b=blob: store[b.id].data)
-            out |= {(parent_of(f"{path}#{first_id(s.qualified)}"), s.name) for s in table.symbols
-                    if s.kind not in ("file", "def")}
-        return out
+        return {(s.container, s.name) for table in _trunk_tables(d, rs, trunk, paths)
+                for s in table.symbols if s.kind not in ("file", "def")}
+    return await asyncio.to_thread(work)
+
+
+def _trunk_tables(d, rs: RepoState, trunk: str, paths: list[str]) -> list[FileSymbols]:
+    """The symbol tables of those `paths` that are files at commit `trunk` (on the calling
+    thread: it takes its own git handle)."""
+    store = d.store(rs.name)
+    tree = gitstore.commit_of(store, trunk).tree
+    out = []
+    for path in paths:
+        try:
+            blob = tree[path]
+        except (KeyError, ValueError, TypeError):   # no such file: nothing defined there
+            continue
+        if blob.type_str == "blob":
+            out.append(d.symbols.table(path, str(blob.id), lambda b=blob: store[b.id].data))
+    return out
+
+
+async def trunk_nesting(call: Call, rs: RepoState, items: list[dict]) -> dict[str, str]:
+    """id -> container id at trunk for the files of `items` whose names may hold dots (section
+    languages): what a lease on `R.md#Release 1` covers (lease_model.covers). Empty, and no
+    work, for code."""
+    paths = sorted({p for p in (split(it["symbol"])[0] for it in items) if language_of(p) in SECTION_LANGUAGES})
+    d, trunk = call.daemon, rs.trunk
+    if not paths or not trunk:
+        return {}
+
+    def work() -> dict[str, str]:
+        return {s.id: s.container for table in _trunk_tables(d, rs, trunk, paths)
+                for s in table.symbols if s.kind != "file"}
     return await asyncio.to_thread(work)
 
 
@@ -237,12 +264,11 @@ def insert_name_reasons(rs: RepoState, session: str, items: list[dict], defined:
         if it["kind"] != "insert" or not isinstance(it.get("names"), list):
             continue
         for name in it["names"]:
-            sym = member(it["symbol"], name)
-            if (it["symbol"], name) in defined and one_definition(split(sym)[0], name):
-                why, d = _defined(sym)
+            if (it["symbol"], name) in defined and one_definition(split(it["symbol"])[0], name):
+                why, d = _defined(it["symbol"], name)
                 reasons.append(why)
                 details.append(d)
-            reasons += _reserved(rs, session, sym, now)[0]     # the holder's detail is lease_held's
+            reasons += _reserved(rs, session, it["symbol"], name, now)[0]     # the holder's detail is lease_held's
     return reasons, details
 
 
@@ -260,6 +286,7 @@ async def acquire(call: Call) -> dict:
     ttl = _ttl(p.get("ttl_ms"), rs)
     defined = await trunk_names(call, rs, items)
     warnings = await lease_warnings(call, items)   # read before the log's turn: it parses files
+    nesting = await trunk_nesting(call, rs, items)
 
     def decide() -> Draft:
         now = d.now_ms()
@@ -267,13 +294,13 @@ async def acquire(call: Call) -> dict:
         reasons = item_problems(items, rs)
         if not intent.strip():
             reasons.append("intent_required")
-        reasons += scopes.item_reasons(rs.sessions[me].scope, items)
+        reasons += scopes.item_reasons(rs.sessions[me].scope, items, nesting)
         existing = rs.sets.get(set_id)
         if existing and existing.session != me:
             reasons.append("invalid_lease_set")
         if not existing and len(rs.sets_by_session.get(me, ())) >= rs.policy.lease_hold_limit_sets:
             reasons.append("lease_hold_limit")
-        held, details = conflicts(rs, me, items, now)
+        held, details = conflicts(rs, me, items, now, nesting)
         reasons += held
         named, named_details = insert_name_reasons(rs, me, items, defined, now)
         reasons += named
@@ -340,13 +367,14 @@ async def interest(call: Call) -> dict:
     d, rs, me = call.daemon, call.repo_state(), call.auth.session
     items = check_items(p["items"])
     intent = p.get("intent") or ""
+    nesting = await trunk_nesting(call, rs, items)
 
     def decide() -> Draft:
         now = d.now_ms()
         reasons = item_problems(items, rs)
         if not intent.strip():
             reasons.append("intent_required")
-        held, details = conflicts(rs, me, items, now)
+        held, details = conflicts(rs, me, items, now, nesting)
         if not held:
             reasons.append("lease_free")
         if any(i.session == me and i.items == items for i in rs.interests):

@@ -2,7 +2,12 @@
 
 Containment (seed 001, "lease item"): `path#Type` covers `path#Type.m`, `path#Type.<def>`,
 `path#Type(key)` and `path#Type~2`; `path#<file>` covers every symbol of the file. Two inserts into
-one container conflict only when their names meet; shared items never conflict with each other."""
+one container conflict only when their names meet; shared items never conflict with each other.
+
+A section's name may hold dots (`R.md#Release 1.2` beside `R.md#Release 1`), so where a `nesting`
+is given (id -> container id, from the symbol tables: symbols/facts.py) `A` covers `A.b` only if
+`A.b` is nested in `A` there; an id the nesting does not know is read from its text, which covers
+more, never less. Code names hold no dots: their ids are in no nesting, at the cost of one lookup."""
 from dataclasses import dataclass, field
 
 FILE = "<file>"
@@ -20,33 +25,18 @@ def qual_covers(a: str, b: str) -> bool:
     return a == FILE or a == b or (b.startswith(a) and b[len(a)] in _SUFFIX_STARTS)
 
 
-def covers(a: str, b: str) -> bool:
+def covers(a: str, b: str, nesting: dict[str, str] | None = None) -> bool:
     pa, qa = split(a)
     pb, qb = split(b)
-    return pa == pb and qual_covers(qa, qb)
-
-
-def parent_of(symbol: str) -> str:
-    """The container of a symbol: `p#A.B.c` -> `p#A.B`, `p#f` -> `p#<file>` (keys kept whole)."""
-    path, qual = split(symbol)
-    depth, cut = 0, -1
-    for i, ch in enumerate(qual):
-        if ch in "([":
-            depth += 1
-        elif ch in ")]":
-            depth -= 1
-        elif ch == "." and depth == 0:
-            cut = i
-    return f"{path}#{qual[:cut]}" if cut > 0 else f"{path}#{FILE}"
-
-
-def bare_name(symbol: str) -> str:
-    _, qual = split(symbol)
-    parent = split(parent_of(symbol))[1]
-    rest = qual[len(parent) + 1:] if parent != FILE else qual
-    for ch in "([~":
-        rest = rest.split(ch, 1)[0]
-    return rest
+    if pa != pb or not qual_covers(qa, qb):
+        return False
+    if not nesting or qa == FILE or qa == qb or qb[len(qa)] != "." or b not in nesting:
+        return True
+    while b in nesting:     # the dot may be part of a name: climb the containers as written
+        b = nesting[b]
+        if b == a:
+            return True
+    return False
 
 
 def member(container: str, name: str) -> str:
@@ -55,27 +45,27 @@ def member(container: str, name: str) -> str:
     return f"{path}#{name}" if qual == FILE else f"{container}.{name}"
 
 
-def items_conflict(x: dict, y: dict) -> bool:
+def items_conflict(x: dict, y: dict, nesting: dict[str, str] | None = None) -> bool:
     """Whether items of two different sessions conflict."""
     if x["kind"] == "shared" and y["kind"] == "shared":
         return False
     sx, sy = x["symbol"], y["symbol"]
     if x["kind"] == "insert" and y["kind"] == "insert":
         if sx != sy:
-            return covers(sx, sy) or covers(sy, sx)
+            return covers(sx, sy, nesting) or covers(sy, sx, nesting)
         return bool(set(x.get("names") or ()) & set(y.get("names") or ()))
     for ins, other in ((x, y), (y, x)):
         if ins["kind"] == "insert" and other["kind"] != "insert":
             c, so = ins["symbol"], other["symbol"]
-            if covers(so, c):
+            if covers(so, c, nesting):
                 return True  # editing the whole container while someone adds to it
-            return any(covers(member(c, n), so) or covers(so, member(c, n)) for n in ins.get("names") or ())
-    return covers(sx, sy) or covers(sy, sx)
+            return any(covers(member(c, n), so, nesting) or covers(so, member(c, n), nesting) for n in ins.get("names") or ())
+    return covers(sx, sy, nesting) or covers(sy, sx, nesting)
 
 
-def any_conflict(xs: list[dict], ys: list[dict]) -> bool:
+def any_conflict(xs: list[dict], ys: list[dict], nesting: dict[str, str] | None = None) -> bool:
     """Whether an item of `xs` conflicts with one of `ys`."""
-    return any(items_conflict(a, b) for a in xs for b in ys)
+    return any(items_conflict(a, b, nesting) for a in xs for b in ys)
 
 
 @dataclass

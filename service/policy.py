@@ -8,12 +8,13 @@ error as `invalid`, so a bad file is never stored. A file already on trunk when 
 imported can not be refused that way: it leaves the defaults in force, `status.policy_checks` and
 `runs` null (as the seed says for a policy that can not be read) and the error in
 `status.policy_problem`, and `repo.prepare_init` warns of it."""
-import fnmatch
 import json
 import re
 import tomllib
 from dataclasses import dataclass, field
 from typing import Any
+
+from .globs import glob_match
 
 
 @dataclass(frozen=True)
@@ -62,7 +63,7 @@ class Policy:
         return sorted(self.checks) if self.readable else None
 
     def critical(self, path: str) -> bool:
-        return any(fnmatch.fnmatchcase(path, g) for g in self.critical_paths)
+        return any(glob_match(g, path) for g in self.critical_paths)
 
     def runs(self, change) -> list[str] | None:
         """What the queue runs for a change (a ChangeRec: its paths, facts and asked checks):
@@ -75,7 +76,7 @@ class Policy:
             out.append("extended")
         named = set(change.checks)
         for glob, names in self.checks_by_path.items():
-            if any(fnmatch.fnmatchcase(p, glob) for p in change.paths):
+            if any(glob_match(glob, p) for p in change.paths):
                 named.update(names)
         return out + sorted(n for n in named if n in self.checks)
 

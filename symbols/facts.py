@@ -23,6 +23,11 @@ Decisions (the seed's "Common shapes" is the spec; these settle what it leaves o
   text holds, as a whole identifier, the bare name of a symbol the change deletes, renames or
   gives a new signature; the changed symbols themselves are not listed.
 - lines_added/lines_removed: line diff counts; binary files count none.
+- containers and nesting (not facts of the protocol, the worker's reading of them): each added
+  symbol's container id and name as its table wrote them (every id in adds but `<append>`s),
+  and for files of section languages, whose names may hold dots, the container of each symbol
+  of either side (the base's where both have it): leases decide insert containers and
+  containment from these, not from the ids' dots.
 """
 from __future__ import annotations
 
@@ -31,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable, Mapping, NamedTuple
 
 from .cache import SymbolCache
+from .languages import SECTION_LANGUAGES
 from .mentions import NOT_NAMES, NameIndex, mentioned
 from .table import APPEND, FileSymbols, Symbol, cut, normalize, whole_file
 from .textdiff import changed_rows
@@ -60,6 +66,8 @@ class Facts:
     affected: list[str] = field(default_factory=list)
     affected_more: int = 0
     syntax_errors: list[str] = field(default_factory=list)  # a note for the answer, not a fact
+    containers: dict[str, tuple[str, str]] = field(default_factory=dict)  # added id -> (container, name)
+    nesting: dict[str, str] = field(default_factory=dict)  # id -> container id, section languages only
 
     def to_json(self) -> dict:
         return {
@@ -161,15 +169,18 @@ class _Change:
         f.added_files.add(path)
         f.lines_added += table.line_count
         if table.status == "parsed":
+            self._nest(table)
             for s in table.symbols:
                 if s.kind != "def":
                     f.adds.add(s.id)
+                    f.containers[s.id] = (s.container, s.name)
                     if s.test:
                         f.tests["added"].add(s.id)
                         if s.skipped:
                             f.tests["skipped"].add(s.id)
         else:
             f.adds.add(table.file_id)
+            f.containers[table.file_id] = (table.file_id, table.symbols[0].name)
             if table.status == "unread":
                 f.unread_files.add(path)
                 f.syntax_errors.extend(table.syntax_errors)
@@ -179,6 +190,7 @@ class _Change:
         table = self._side(path, entry, False).table
         f.deleted_files.add(path)
         f.lines_removed += table.line_count
+        self._nest(table)
         for s in table.symbols:
             if s.kind != "def":
                 f.deletes.add(s.id)
@@ -205,6 +217,8 @@ class _Change:
             if old_entry.oid == new_entry.oid:      # only the mode changed
                 f.edits.add(nt.file_id)
                 return
+            self._nest(ot)
+            self._nest(nt, ot)
             self._symbols(ot, nt, old.data, new.data)
             if (removed or added) and _within(removed, ot.import_rows, old_lines) \
                     and _within(added, nt.import_rows, new_lines):
@@ -257,6 +271,7 @@ class _Change:
                 f.tests["deleted"].add(o.id)
         for s in added:
             f.adds.add(s.id)
+            f.containers[s.id] = (s.container, s.name)
             if s.test:
                 f.tests["added"].add(s.id)
                 if s.skipped:
@@ -266,6 +281,12 @@ class _Change:
             if _blanked(old_data[o.sig_start:o.sig_end], o.name) != \
                     _blanked(new_data[s.sig_start:s.sig_end], s.name):
                 f.edits.add(s.id)
+
+    def _nest(self, table: FileSymbols, base: FileSymbols | None = None) -> None:
+        """The containers of a section language's symbols (`base`'s kept where both have an id)."""
+        if table.language in SECTION_LANGUAGES:
+            self.facts.nesting.update((s.id, s.container) for s in table.symbols
+                                      if s.kind != "file" and (base is None or s.id not in base.by_id))
 
     # --- affected ---------------------------------------------------------------------------
 

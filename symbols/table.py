@@ -62,6 +62,12 @@ class Symbol:
     def is_function(self) -> bool:
         return self.kind in FUNCTION_KINDS
 
+    @property
+    def container(self) -> str:
+        """The id of what holds it as written (`path#<file>` at the top): a name may hold dots,
+        so this is never read back from the id."""
+        return f"{self.id[:len(self.id) - len(self.qualified)]}{self.parent or FILE}"
+
 
 @dataclass(frozen=True)
 class FileSymbols:

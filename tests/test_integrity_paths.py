@@ -444,7 +444,7 @@ def adversarial(repo_env):
     """One worker for the whole property test: a holder with leases on a function, a section and
     two symlinks; the agent proposes; unparsed files need leases; docs/ waits for a human."""
     env, c = repo_env, repo_env.client
-    env.policy('[leases]\nunparsed_files = "strict"\n[review]\ncritical_paths = ["lonca.toml", "docs/*"]\n')
+    env.policy('[leases]\nunparsed_files = "strict"\n[review]\ncritical_paths = ["lonca.toml", "docs/"]\n')
     holder, agent = env.agent("holder")["token"], env.agent("agent")["token"]
     assert acquire(c, holder, *HELD, ttl_ms=3_600_000)["decision"]["outcome"] == "allow"
     return env, c, holder, agent

@@ -3,7 +3,7 @@ session's scope, and the policy read from lonca.toml."""
 import pytest
 
 from lonca.service import scope
-from lonca.service.lease_model import LeaseIndex, LeaseSet, covers, items_conflict, parent_of
+from lonca.service.lease_model import LeaseIndex, LeaseSet, covers, items_conflict
 from lonca.service.policy import DEFAULT, PolicyError, load, parse
 
 
@@ -30,7 +30,6 @@ def test_conflicts_between_kinds():
     assert not items_conflict(ins("x"), ins("y")) and items_conflict(ins("x"), ins("x", "z"))
     assert items_conflict(ins("x"), edit("a.py#K"))  # editing the whole container while one adds to it
     assert items_conflict(ins("m"), edit("a.py#K.m")) and not items_conflict(ins("n"), edit("a.py#K.m"))
-    assert parent_of("a.py#K.m") == "a.py#K" and parent_of("a.py#f") == "a.py#<file>"
 
 
 def test_the_index_holds_a_sets_items_by_path_and_forgets_them():
