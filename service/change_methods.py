@@ -110,7 +110,7 @@ class Prepared(NamedTuple):
 async def prepare(call: Call, rs: RepoState, base: str, files: list[dict], message: str, author: str,
                   claim: dict | None = None) -> Prepared | None:
     """None when `base` is no commit of the repository."""
-    d = call.daemon
+    d = call.ctx
     store = d.store(rs.name)
 
     def work() -> Prepared | None:
@@ -214,7 +214,7 @@ def pins_of(used: list[tuple[str, dict]]) -> list[dict]:
 @method("change.propose", "agent", writes=True)
 async def propose(call: Call) -> dict:
     p = call.params
-    d, rs, me = call.daemon, call.repo_state(), call.auth.session
+    d, rs, me = call.ctx, call.repo_state(), call.auth.session
     base = p["base"]
     files = check_files(p["files"])
     if not files:
@@ -228,7 +228,7 @@ async def propose(call: Call) -> dict:
 
 def _decide_propose(call: Call, rs: RepoState, me: str, change: str | None, base: str, claim: dict,
                     prepared: Prepared | None) -> Draft:
-    d = call.daemon
+    d = call.ctx
     now = d.now_ms()
     if prepared is None:
         commit, facts, syntax, mismatches = None, None, [], []
@@ -264,7 +264,7 @@ def _decide_propose(call: Call, rs: RepoState, me: str, change: str | None, base
 @method("facts.preview", "agent")
 async def preview(call: Call) -> dict:
     p = call.params
-    d, rs, me = call.daemon, call.repo_state(), call.auth.session
+    d, rs, me = call.ctx, call.repo_state(), call.auth.session
     base = p["base"]
     files = check_files(p["files"])
     prepared = await prepare(call, rs, base, files, "preview", call.auth.agent)
@@ -282,7 +282,7 @@ async def preview(call: Call) -> dict:
 @method("change.withdraw", "agent", writes=True)
 async def withdraw(call: Call) -> dict:
     change = call.params["change"]
-    d, rs, me = call.daemon, call.repo_state(), call.auth.session
+    d, rs, me = call.ctx, call.repo_state(), call.auth.session
     rec = rs.changes.get(change)
     if rec is None:
         raise LoncaError("not_found", f"no change {change}")
@@ -335,7 +335,7 @@ async def get(call: Call) -> dict:
     if rec is None:
         raise LoncaError("not_found", f"no change {p['change']}")
     out = change_json(rs, rec)
-    store = call.daemon.store(rs.name)
+    store = call.ctx.store(rs.name)
     out["evidence"] = [evidence_of(store, a) for a in rec.evidence]
     return out
 
@@ -355,7 +355,7 @@ async def resolve(call: Call) -> dict:
 @method("change.diff", "read")
 async def diff(call: Call) -> dict:
     p = call.params
-    d, rs = call.daemon, call.repo_state()
+    d, rs = call.ctx, call.repo_state()
     rec = rs.changes.get(p["change"])
     if rec is None:
         raise LoncaError("not_found", f"no change {p['change']}")

@@ -36,7 +36,7 @@ def check_key(key) -> dict:
 
 
 def _check_remote(call: Call, source: str) -> None:
-    home = call.daemon.config.home.resolve()
+    home = call.ctx.config.home.resolve()
     if source.startswith("/"):
         p = Path(source).resolve()
         if p == home or home in p.parents:
@@ -50,7 +50,7 @@ def _check_remote(call: Call, source: str) -> None:
 @method("repo.prepare_init", "bootstrap")
 async def prepare_init(call: Call) -> dict:
     p = call.params
-    d = call.daemon
+    d = call.ctx
     name, human, key = p["repo"], p["human"], check_key(p["human_key"])
     source, branch = p.get("import_from"), p.get("branch") or "main"
     profile = p.get("profile") or "cooperative"
@@ -90,7 +90,7 @@ async def prepare_init(call: Call) -> dict:
 @method("repo.init", "bootstrap", writes=True)
 async def repo_init(call: Call) -> dict:
     p = call.params
-    d = call.daemon
+    d = call.ctx
     op = p["op"]
     sig = signatures.check_shape(p["sig"], "denied")
     prepared = await d.db_get(PreparedRow, content_hash(op))
@@ -118,7 +118,7 @@ async def repo_init(call: Call) -> dict:
 @method("human.login", "login")
 async def login(call: Call) -> dict:
     p = call.params
-    d = call.daemon
+    d = call.ctx
     ttl = p.get("ttl_ms")
     ttl = LOGIN_TTL_DEFAULT_MS if ttl is None else ttl
     if not 0 < ttl <= LOGIN_TTL_MAX_MS:
@@ -147,7 +147,7 @@ async def login(call: Call) -> dict:
 
 @method("human.logout", "public")
 async def logout(call: Call) -> dict:
-    d = call.daemon
+    d = call.ctx
     if call.token is None:
         raise LoncaError("unauthenticated", "human.logout ends the session of the token it carries; send one")
     row = d.tokens.lookup(call.token)
@@ -168,7 +168,7 @@ SUBMIT_OPS = {"session.start": decide_session_start, "approve": decide_approve, 
 @method("human.submit", "human", writes=True)
 async def submit(call: Call) -> dict:
     p = call.params
-    d = call.daemon
+    d = call.ctx
     rs = call.repo_state()
     op = p["op"]
     sig = signatures.check_shape(p["sig"], "denied")

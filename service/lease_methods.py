@@ -206,7 +206,7 @@ async def trunk_names(call: Call, rs: RepoState, items: list[dict]) -> set[tuple
     """(container, name) of what trunk defines in the containers `items` insert into with names;
     read off the writer (a table may need a parse)."""
     paths = sorted({split(it["symbol"])[0] for it in items if it["kind"] == "insert" and it.get("names")})
-    d, trunk = call.daemon, rs.trunk
+    d, trunk = call.ctx, rs.trunk
     if not paths or not trunk:
         return set()
 
@@ -252,7 +252,7 @@ def _ttl(value, rs: RepoState) -> int:
 @method("lease.acquire", "agent", writes=True)
 async def acquire(call: Call) -> dict:
     p = call.params
-    d, rs, me = call.daemon, call.repo_state(), call.auth.session
+    d, rs, me = call.ctx, call.repo_state(), call.auth.session
     items = check_items(p["items"])
     intent = p.get("intent") or ""
     set_id = p.get("set") or f"ls-{secrets.token_hex(8)}"
@@ -298,7 +298,7 @@ def _own_set(rs: RepoState, me: str, set_id: str) -> tuple[LeaseSet | None, list
 
 @method("lease.release", "agent", writes=True)
 async def release(call: Call) -> dict:
-    d, rs, me = call.daemon, call.repo_state(), call.auth.session
+    d, rs, me = call.ctx, call.repo_state(), call.auth.session
     set_id = call.params["set"]
 
     def decide() -> Draft:
@@ -312,7 +312,7 @@ async def release(call: Call) -> dict:
 @method("lease.renew", "agent", writes=True)
 async def renew(call: Call) -> dict:
     p = call.params
-    d, rs, me = call.daemon, call.repo_state(), call.auth.session
+    d, rs, me = call.ctx, call.repo_state(), call.auth.session
     set_id = p["set"]
     ttl = _ttl(p.get("ttl_ms"), rs)
 
@@ -335,7 +335,7 @@ async def renew(call: Call) -> dict:
 @method("lease.interest", "agent", writes=True)
 async def interest(call: Call) -> dict:
     p = call.params
-    d, rs, me = call.daemon, call.repo_state(), call.auth.session
+    d, rs, me = call.ctx, call.repo_state(), call.auth.session
     items = check_items(p["items"])
     intent = p.get("intent") or ""
 

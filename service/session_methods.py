@@ -17,7 +17,7 @@ def full_scope(scope: dict) -> dict:
 
 def decide_session_start(call: Call, rs: RepoState, op: dict) -> Draft:
     """The decision on a signed session.start: the op is logged as signed, unchanged."""
-    d = call.daemon
+    d = call.ctx
     now = d.now_ms()
     sid, expires = op["session"], op["expires_ms"]
     if sid in rs.sessions:
@@ -47,7 +47,7 @@ def live_session(rs: RepoState, sid: str, now_ms: int) -> None:
 
 @method("session.heartbeat", "agent", writes=True)
 async def heartbeat(call: Call) -> dict:
-    d = call.daemon
+    d = call.ctx
     rs = call.repo_state()
     sid = call.auth.session
 
@@ -67,7 +67,7 @@ async def heartbeat(call: Call) -> dict:
 @method("session.end", "agent", writes=True)
 async def end(call: Call) -> dict:
     files = call.params.get("files")
-    d = call.daemon
+    d = call.ctx
     rs = call.repo_state()
     sid = call.auth.session
 

@@ -29,7 +29,7 @@ async def symbols(call: Call) -> dict:
             raise LoncaError("not_found", f"{path} is not in commit {commit}") from None
         if found.type_str != "blob":
             raise LoncaError("not_found", f"{path} is not a file in commit {commit}")
-        return call.daemon.symbols.table(path, str(found.id), lambda: store[found.id].data)
+        return call.ctx.symbols.table(path, str(found.id), lambda: store[found.id].data)
 
     table = await on_store(call, read)
     return {"path": path, "commit": commit, "language": table.language, "status": table.status,

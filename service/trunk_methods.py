@@ -22,7 +22,7 @@ GIT_TIMEOUT_S = 120
 @method("trunk.bundle", "read")
 async def bundle(call: Call) -> dict:
     have = call.params.get("have", [])
-    d, rs = call.daemon, call.repo_state()
+    d, rs = call.ctx, call.repo_state()
     store = d.store(rs.name)
     known = [h for h in have if commit_exists(store, h)]
     if rs.trunk in known:
@@ -66,7 +66,7 @@ async def trunk_merge(call: Call) -> dict:
     path not named is already right, whether trunk and the workspace agree on it or it is a
     local change trunk left alone. Conflicted paths are only in `conflicts`."""
     p = call.params
-    d, rs = call.daemon, call.repo_state()
+    d, rs = call.ctx, call.repo_state()
     base = p["base"]
     files = check_files(p["files"])
     store = d.store(rs.name)
