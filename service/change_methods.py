@@ -254,11 +254,10 @@ def _decide_propose(call: Call, rs: RepoState, me: str, change: str | None, base
                "status": {"allow": "queued", "escalate": "pending", "deny": "denied"}[decision["outcome"]]}
         if mismatches:
             out["claim_mismatch"] = mismatches
-        if decision["outcome"] == "allow":
-            d.queue_wake()
         return out
     return Draft(actor=call.auth.actor, op=op, decision=decision, facts=facts,
-                 symbols_engine=SYMBOLS_ENGINE, result=result)
+                 symbols_engine=SYMBOLS_ENGINE, result=result,
+                 after_commit=[d.queue_wake] if decision["outcome"] == "allow" else [])
 
 
 @method("facts.preview", "agent")

@@ -138,10 +138,8 @@ async def attenuate(call: Call) -> dict:
         row = TokenRow(token_hash=token_hash(token), kind="agent", repo=rs.name, session=child, expires_ms=expires)
 
         def result(entry: dict) -> dict:
-            if reasons:
-                return {"session": None}
-            d.tokens.add(row)
-            return {"session": child, "token": token}
+            return {"session": None} if reasons else {"session": child, "token": token}
         return Draft(actor=call.auth.actor, op=op, decision=deny(*reasons) if reasons else allow(),
-                     rows=[] if reasons else [row], result=result)
+                     rows=[] if reasons else [row], result=result,
+                     after_commit=[] if reasons else [lambda: d.tokens.add(row)])
     return await d.log.append(rs.name, decide)

@@ -20,7 +20,7 @@ T = TypeVar("T")
 async def ping(call: Call) -> dict:
     d = call.ctx
     return {"version": lonca.__version__, "protocol": PROTOCOL, "daemon_key": d.public_key, "next_key": None,
-            "proxy": None, "hardened": False, "refused": {**d.server.refused, "rate_limited": d.rate.refused},
+            "proxy": None, "hardened": False, "refused": {**d.refused, "rate_limited": d.rate.refused},
             "bootstrap": not d.state.repos}  # a tokenless repo.prepare_init is open (seed: bootstrap)
 
 

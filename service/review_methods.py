@@ -31,10 +31,9 @@ def decide_approve(call: Call, rs: RepoState, op: dict) -> Draft:
     decision = deny(*reasons) if reasons else allow()
 
     def result(entry: dict) -> dict:
-        if decision["outcome"] == "allow":
-            call.ctx.queue_wake()
         return {"target_seq": op["target_seq"], "change": pending.change if pending else None}
-    return Draft(actor=call.auth.actor, op=op, decision=decision, result=result)
+    return Draft(actor=call.auth.actor, op=op, decision=decision, result=result,
+                 after_commit=[call.ctx.queue_wake] if decision["outcome"] == "allow" else [])
 
 
 def decide_reject(call: Call, rs: RepoState, op: dict) -> Draft:

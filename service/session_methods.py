@@ -32,10 +32,10 @@ def decide_session_start(call: Call, rs: RepoState, op: dict) -> Draft:
     row = TokenRow(token_hash=token_hash(token), kind="agent", repo=rs.name, session=sid, expires_ms=expires)
 
     def result(entry: dict) -> dict:
-        d.tokens.add(row)
         return {"token": token, "session": sid, "expires_ms": expires}
 
-    return Draft(actor=call.auth.actor, op=op, decision=allow(), rows=[row], result=result)
+    return Draft(actor=call.auth.actor, op=op, decision=allow(), rows=[row], result=result,
+                 after_commit=[lambda: d.tokens.add(row)])
 
 
 def live_session(rs: RepoState, sid: str, now_ms: int) -> None:
@@ -78,14 +78,16 @@ async def end(call: Call) -> dict:
             paths = sorted({f["path"] for f in files})
             op["unproposed"] = {"paths": paths[:32], "total": len(paths)}
 
-        def result(entry: dict) -> dict:
+        def ended() -> None:
             row = d.tokens.rows.get(call.auth.token_hash)
             if row:
                 row.ended = True
+
+        def result(entry: dict) -> dict:
             out = {"session": sid}
             if files is not None:
                 out.update(unproposed=op["unproposed"]["paths"], unproposed_total=op["unproposed"]["total"])
             return out
-        return Draft(actor=call.auth.actor, op=op, decision=allow(), result=result)
+        return Draft(actor=call.auth.actor, op=op, decision=allow(), result=result, after_commit=[ended])
 
     return await d.log.append(rs.name, decide)
