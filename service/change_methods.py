@@ -1,6 +1,5 @@
 """Proposals: change.propose and facts.preview (facts, claim, scope, leases, policy), and the
 readers change.get, change.resolve, change.diff; change.withdraw. How their entries change the state is in reducers.py."""
-import asyncio
 from typing import NamedTuple
 
 import pygit2
@@ -15,6 +14,7 @@ from .lease_methods import advice, detail, held_detail, name_reasons, own_items
 from .lease_model import FILE, bare_name, covers, member, parent_of, split
 from .log import Draft, allow, deny
 from .methods import Call, method
+from .read_methods import on_store
 from .reducers import touched_paths
 from .state import ChangeRec, RepoState
 
@@ -111,19 +111,19 @@ async def prepare(call: Call, rs: RepoState, base: str, files: list[dict], messa
                   claim: dict | None = None) -> Prepared | None:
     """None when `base` is no commit of the repository."""
     d = call.ctx
-    store = d.store(rs.name)
+    trunk, case_twins = rs.trunk, rs.policy.case_twins  # read on the loop: the thread reads no live state
 
-    def work() -> Prepared | None:
+    def work(store: pygit2.Repository) -> Prepared | None:
         if not commit_exists(store, base):
             return None
         base_map = d.tree_maps.get(store, base)
         commit, new_map = build_commit(store, base, files, message, author, d.now_ms(), base_map,
-                                       rs.policy.case_twins)
+                                       case_twins)
         facts = facts_of(store, d.symbols, base, base_map, new_map)
         mismatches = compare_claim(claim, facts) if claim is not None else []
         return Prepared(commit, facts_json(facts), list(facts.syntax_errors), mismatches, base_map,
-                        d.tree_maps.get(store, rs.trunk))
-    prepared = await asyncio.to_thread(work)
+                        d.tree_maps.get(store, trunk))
+    prepared = await on_store(call, work)
     if prepared is not None:
         d.warmer.ask(rs.name, base, prepared.base_map)    # the next proposal on this base is quicker
     return prepared
@@ -334,8 +334,7 @@ async def get(call: Call) -> dict:
     if rec is None:
         raise LoncaError("not_found", f"no change {p['change']}")
     out = change_json(rs, rec)
-    store = call.ctx.store(rs.name)
-    out["evidence"] = [evidence_of(store, a) for a in rec.evidence]
+    out["evidence"] = await on_store(call, lambda store: [evidence_of(store, a) for a in rec.evidence])
     return out
 
 
@@ -354,13 +353,12 @@ async def resolve(call: Call) -> dict:
 @method("change.diff", "read")
 async def diff(call: Call) -> dict:
     p = call.params
-    d, rs = call.ctx, call.repo_state()
+    rs = call.repo_state()
     rec = rs.changes.get(p["change"])
     if rec is None:
         raise LoncaError("not_found", f"no change {p['change']}")
-    store = d.store(rs.name)
 
-    def work():
+    def work(store: pygit2.Repository):  # rec's base, commit and facts never change once proposed
         patch = store.diff(store.get(rec.base).tree, store.get(rec.commit).tree, context_lines=3)
         files, text, size, truncated = [], [], 0, False
         for pt in patch:
@@ -389,4 +387,4 @@ async def diff(call: Call) -> dict:
                     size += len(chunk.encode())
         return {"change": rec.id, "base": rec.base, "commit": rec.commit, "format": "unified", "files": files,
                 "redacted": [], "diff": "".join(text), "truncated": truncated}
-    return await asyncio.to_thread(work)
+    return await on_store(call, work)

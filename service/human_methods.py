@@ -68,9 +68,12 @@ async def prepare_init(call: Call) -> dict:
         trunk = await asyncio.to_thread(gitstore.import_branch, staging, source, branch)
     else:
         trunk = await asyncio.to_thread(gitstore.create_empty, staging, d.now_ms())
-    store = gitstore.open_store(staging)
-    files = await asyncio.to_thread(gitstore.list_tree, store, trunk)
-    imported = load_policy(await asyncio.to_thread(gitstore.policy_text, store, trunk))
+
+    def read_staged() -> tuple[list[dict], str | None]:
+        store = gitstore.open_store(staging)  # opened on the thread that reads it
+        return gitstore.list_tree(store, trunk), gitstore.policy_text(store, trunk)
+    files, text = await asyncio.to_thread(read_staged)
+    imported = load_policy(text)
     page = d.config.limits.page_b64
     large = [{"path": f["path"], "size": f["size"]} for f in files if gitstore.b64_size(f["size"]) > page]
     tree_bytes = sum(f["size"] for f in files)
