@@ -67,8 +67,8 @@ def append_in_process(w: BenchWorker, repo: str, steps: list[tuple[dict, dict]])
     d._replay()
 
     async def run() -> None:
-        writer = LogWriter(d.engine, d.key, d.state, d.now_ms, lambda: None)
-        writer.start()
+        writer = LogWriter(d.engine, d.key, d.state, d.now_ms, lambda: None, d.config.witness_dir)
+        writer.start(lambda task: None)
         for start in range(0, len(steps), 2000):
             await asyncio.gather(*(writer.append(repo, lambda a=a, o=o: Draft(actor=a, op=o, decision=allow()))
                                    for a, o in steps[start:start + 2000]))
