@@ -6,7 +6,6 @@ import re
 
 import pytest
 
-from conftest import ROOT
 from helpers import b64
 from lonca.service import daemon  # noqa: F401  (loads every method module)
 from lonca.service import human_methods, schemas, wire_json

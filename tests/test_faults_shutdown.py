@@ -83,7 +83,7 @@ def test_sigkill_takes_the_check_along_and_the_next_start_reaps_its_group(repo_e
     assert grandchild in _procs(marker)  # left behind in the group, for the next start
     w.start()
     assert _wait(lambda: grandchild not in _procs(marker), 5), "the next start did not kill the leftover"
-    assert f"killed 1 processes of checks a previous worker left running" in w.output.read_text()
+    assert "killed 1 processes of checks a previous worker left running" in w.output.read_text()
     w.stop()
     assert _wait(lambda: not _procs(marker), 5)
 
