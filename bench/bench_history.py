@@ -58,17 +58,17 @@ def append_in_process(w: BenchWorker, repo: str, steps: list[tuple[dict, dict]])
     from lonca.service.config import Config
     from lonca.service.daemon import Daemon
     from lonca.service.log import Draft, LogWriter, allow
-    from lonca.service.store import open_engine
+    from lonca.service.store import daemon_keys_in_log, open_engine
 
     home = w.tmp / "home"
     d = Daemon(Config(home=home, socket=w.socket, database_url=f"sqlite:///{home / 'lonca.db'}"))
-    d.key = daemonkey.load_or_create(d.config.key_path)
     d.engine = open_engine(d.config.database_url)
+    d.key = daemonkey.load_or_create(d.config.key_path, daemon_keys_in_log(d.engine))
     d._replay()
 
     async def run() -> None:
-        writer = LogWriter(d.engine, d.key, d.state, d.now_ms, lambda: None)
-        writer.start()
+        writer = LogWriter(d.engine, d.key, d.state, d.now_ms, lambda: None, d.config.witness_dir)
+        writer.start(lambda task: None)
         for start in range(0, len(steps), 2000):
             await asyncio.gather(*(writer.append(repo, lambda a=a, o=o: Draft(actor=a, op=o, decision=allow()))
                                    for a, o in steps[start:start + 2000]))

@@ -13,17 +13,14 @@ import re
 from dataclasses import dataclass
 
 from cryptography.exceptions import InvalidSignature
-from webauthn import verify_registration_response
-from webauthn.helpers import (base64url_to_bytes, bytes_to_base64url, decode_credential_public_key,
-                              decoded_public_key_to_cryptography, parse_authenticator_data,
-                              parse_client_data_json, verify_signature)
-from webauthn.helpers.cose import COSECRV, COSEAlgorithmIdentifier
 
 from lonca import humansig
 from lonca.canonical import canonical
 from lonca.protocol import LoncaError
 
-KEY_ALGS = {"webauthn-ed25519": COSEAlgorithmIdentifier.EDDSA, "webauthn-es256": COSEAlgorithmIdentifier.ECDSA_SHA_256}
+# py_webauthn takes about 0.25 s to import: the functions that parse or verify import it, so
+# what only names the algorithms (the worker's start, replaying a log without WebAuthn keys) does not.
+KEY_ALGS = {"webauthn-ed25519": -8, "webauthn-es256": -7}  # COSE algorithm ids: EdDSA, ES256 (RFC 9053)
 B64URL_RE = re.compile(r"^[A-Za-z0-9_-]*$")
 ORIGIN_RE = re.compile(r"^https?://[^/\s?#]+$")
 RP_ID_RE = re.compile(r"^[a-z0-9.-]{1,253}$")
@@ -54,6 +51,7 @@ def _parts(sig_hex: str) -> tuple[bytes, bytes, bytes]:
         fields = [obj[k] for k in ("a", "c", "s")]
     except (ValueError, TypeError, KeyError, UnicodeDecodeError):
         raise Refused("bad_human_signature", "the signature is not a WebAuthn assertion {a, c, s}") from None
+    from webauthn.helpers import base64url_to_bytes
     if set(obj) != {"a", "c", "s"} or not all(isinstance(f, str) and B64URL_RE.match(f) for f in fields):
         raise Refused("bad_human_signature", "the assertion's fields must be base64url strings a, c and s")
     return tuple(base64url_to_bytes(f) for f in fields)
@@ -61,6 +59,7 @@ def _parts(sig_hex: str) -> tuple[bytes, bytes, bytes]:
 
 def sign_count(sig_hex: str) -> int | None:
     """The authenticator's sign count in an assertion, or None for a signature that is not one."""
+    from webauthn.helpers import parse_authenticator_data
     try:
         return parse_authenticator_data(_parts(sig_hex)[0]).sign_count
     except Exception:
@@ -69,6 +68,9 @@ def sign_count(sig_hex: str) -> int | None:
 
 def check(key: dict, message: bytes, sig_hex: str, *, require_uv: bool = False) -> None:
     """Check an assertion over `message` with an enrolled key; raises Refused saying why not."""
+    from webauthn.helpers import (decode_credential_public_key, decoded_public_key_to_cryptography,
+                                  parse_authenticator_data, parse_client_data_json, verify_signature)
+    from webauthn.helpers.cose import COSEAlgorithmIdentifier
     try:
         cred = credential(key)
     except LoncaError as e:
@@ -95,7 +97,7 @@ def check(key: dict, message: bytes, sig_hex: str, *, require_uv: bool = False) 
         raise Refused("presence_required", "this repository's profile is hardened: the authenticator must verify the user (PIN or biometrics)")
     try:
         public = decoded_public_key_to_cryptography(decode_credential_public_key(cred.cose))
-        verify_signature(public_key=public, signature_alg=KEY_ALGS[key["alg"]], signature=signature,
+        verify_signature(public_key=public, signature_alg=COSEAlgorithmIdentifier(KEY_ALGS[key["alg"]]), signature=signature,
                          data=auth_data_bytes + hashlib.sha256(client_data_bytes).digest())
     except (InvalidSignature, ValueError, KeyError, TypeError):
         raise Refused("bad_human_signature", "the assertion's signature does not verify with the enrolled credential") from None
@@ -118,12 +120,15 @@ class Credential:
 
 
 def make_key(alg: str, cose: bytes, credential_id: str, rp_id: str, origin: str) -> dict:
+    from webauthn.helpers import bytes_to_base64url
     public = canonical({"cose": bytes_to_base64url(cose), "credential_id": credential_id, "rp_id": rp_id, "origin": origin})
     return {"alg": alg, "public": public.hex()}
 
 
 def credential(key: dict) -> Credential:
     """What an enrolled key names; LoncaError(invalid) for one that could never verify."""
+    from webauthn.helpers import base64url_to_bytes, decode_credential_public_key, decoded_public_key_to_cryptography
+    from webauthn.helpers.cose import COSECRV
     try:
         obj = json.loads(bytes.fromhex(key["public"]))
         cred = Credential(base64url_to_bytes(obj["cose"]), obj["credential_id"], obj["rp_id"], obj["origin"])
@@ -145,6 +150,8 @@ def credential(key: dict) -> Credential:
 def key_from_registration(credential_json: str, expected_challenge: bytes, rp_id: str, origin: str,
                           require_uv: bool) -> dict:
     """Verify a registration (`credential.toJSON()` as a string) and return the human key."""
+    from webauthn import verify_registration_response
+    from webauthn.helpers import bytes_to_base64url, decode_credential_public_key
     verified = verify_registration_response(
         credential=credential_json, expected_challenge=expected_challenge, expected_rp_id=rp_id,
         expected_origin=origin, require_user_verification=require_uv,

@@ -1,6 +1,5 @@
 """Proposals: change.propose and facts.preview (facts, claim, scope, leases, policy), and the
 readers change.get, change.resolve, change.diff; change.withdraw. How their entries change the state is in reducers.py."""
-import asyncio
 from typing import NamedTuple
 
 import pygit2
@@ -15,6 +14,7 @@ from .lease_methods import advice, detail, held_detail, name_reasons, own_items
 from .lease_model import FILE, covers, items_conflict, member, split
 from .log import Draft, allow, deny
 from .methods import Call, method
+from .read_methods import on_store
 from .reducers import touched_paths
 from .state import ChangeRec, RepoState
 
@@ -117,20 +117,20 @@ class Prepared(NamedTuple):
 async def prepare(call: Call, rs: RepoState, base: str, files: list[dict], message: str, author: str,
                   claim: dict | None = None) -> Prepared | None:
     """None when `base` is no commit of the repository."""
-    d = call.daemon
-    store = d.store(rs.name)
+    d = call.ctx
+    trunk, case_twins = rs.trunk, rs.policy.case_twins  # read on the loop: the thread reads no live state
 
-    def work() -> Prepared | None:
+    def work(store: pygit2.Repository) -> Prepared | None:
         if not commit_exists(store, base):
             return None
         base_map = d.tree_maps.get(store, base)
         commit, new_map = build_commit(store, base, files, message, author, d.now_ms(), base_map,
-                                       rs.policy.case_twins)
+                                       case_twins)
         facts = facts_of(store, d.symbols, base, base_map, new_map, files)
         mismatches = compare_claim(claim, facts) if claim is not None else []
         return Prepared(commit, facts_json(facts), list(facts.syntax_errors), mismatches, base_map,
-                        d.tree_maps.get(store, rs.trunk), facts.containers, facts.nesting)
-    prepared = await asyncio.to_thread(work)
+                        d.tree_maps.get(store, trunk), facts.containers, facts.nesting)
+    prepared = await on_store(call, work)
     if prepared is not None:
         d.warmer.ask(rs.name, rs.trunk)    # the next proposal on trunk is quicker
     return prepared
@@ -235,7 +235,7 @@ def pins_of(used: list[tuple[str, dict]]) -> list[dict]:
 @method("change.propose", "agent", writes=True)
 async def propose(call: Call) -> dict:
     p = call.params
-    d, rs, me = call.daemon, call.repo_state(), call.auth.session
+    d, rs, me = call.ctx, call.repo_state(), call.auth.session
     base = p["base"]
     files = check_files(p["files"])
     if not files:
@@ -249,7 +249,7 @@ async def propose(call: Call) -> dict:
 
 def _decide_propose(call: Call, rs: RepoState, me: str, change: str | None, base: str, claim: dict,
                     prepared: Prepared | None) -> Draft:
-    d = call.daemon
+    d = call.ctx
     now = d.now_ms()
     if prepared is None:
         commit, facts, syntax, mismatches = None, None, [], []
@@ -275,17 +275,16 @@ def _decide_propose(call: Call, rs: RepoState, me: str, change: str | None, base
                "status": {"allow": "queued", "escalate": "pending", "deny": "denied"}[decision["outcome"]]}
         if mismatches:
             out["claim_mismatch"] = mismatches
-        if decision["outcome"] == "allow":
-            d.queue_wake()
         return out
     return Draft(actor=call.auth.actor, op=op, decision=decision, facts=facts,
-                 symbols_engine=SYMBOLS_ENGINE, result=result)
+                 symbols_engine=SYMBOLS_ENGINE, result=result,
+                 after_commit=[d.queue_wake] if decision["outcome"] == "allow" else [])
 
 
 @method("facts.preview", "agent")
 async def preview(call: Call) -> dict:
     p = call.params
-    d, rs, me = call.daemon, call.repo_state(), call.auth.session
+    d, rs, me = call.ctx, call.repo_state(), call.auth.session
     base = p["base"]
     files = check_files(p["files"])
     prepared = await prepare(call, rs, base, files, "preview", call.auth.agent)
@@ -303,7 +302,7 @@ async def preview(call: Call) -> dict:
 @method("change.withdraw", "agent", writes=True)
 async def withdraw(call: Call) -> dict:
     change = call.params["change"]
-    d, rs, me = call.daemon, call.repo_state(), call.auth.session
+    d, rs, me = call.ctx, call.repo_state(), call.auth.session
     rec = rs.changes.get(change)
     if rec is None:
         raise LoncaError("not_found", f"no change {change}")
@@ -356,8 +355,7 @@ async def get(call: Call) -> dict:
     if rec is None:
         raise LoncaError("not_found", f"no change {p['change']}")
     out = change_json(rs, rec)
-    store = call.daemon.store(rs.name)
-    out["evidence"] = [evidence_of(store, a) for a in rec.evidence]
+    out["evidence"] = await on_store(call, lambda store: [evidence_of(store, a) for a in rec.evidence])
     return out
 
 
@@ -376,13 +374,12 @@ async def resolve(call: Call) -> dict:
 @method("change.diff", "read")
 async def diff(call: Call) -> dict:
     p = call.params
-    d, rs = call.daemon, call.repo_state()
+    rs = call.repo_state()
     rec = rs.changes.get(p["change"])
     if rec is None:
         raise LoncaError("not_found", f"no change {p['change']}")
-    store = d.store(rs.name)
 
-    def work():
+    def work(store: pygit2.Repository):  # rec's base, commit and facts never change once proposed
         patch = store.diff(store.get(rec.base).tree, store.get(rec.commit).tree, context_lines=3)
         files, text, size, truncated = [], [], 0, False
         for pt in patch:
@@ -411,4 +408,4 @@ async def diff(call: Call) -> dict:
                     size += len(chunk.encode())
         return {"change": rec.id, "base": rec.base, "commit": rec.commit, "format": "unified", "files": files,
                 "redacted": [], "diff": "".join(text), "truncated": truncated}
-    return await asyncio.to_thread(work)
+    return await on_store(call, work)

@@ -25,6 +25,7 @@ from .policy import Policy, load as load_policy
 from .queue_runner import QueueRunner
 from .ratelimit import RateLimiter, rate_limited
 from .config import Config
+from .context import Context
 from .log import LogWriter
 from .method_table import METHODS
 from .methods import Call
@@ -101,6 +102,12 @@ class Daemon:
         self.log = LogWriter(self.engine, self.key, self.state, self.now_ms, self._replay, self.config.witness_dir)
         self.log.durable_next = {name: rs.next_seq for name, rs in self.state.repos.items()}
         self.log.start(self._fatal)
+        self.ctx = Context(config=self.config, state=self.state, log=self.log, now_ms=self.now_ms, store=self.store,
+                           policy_text=self.policy_text, tree_maps=self.tree_maps, symbols=self.symbols,
+                           warmer=self.warmer, tokens=self.tokens, rate=self.rate, refused=self.server.refused,
+                           told=self.told, verifying=self.verifying, queue_wake=self.queue_wake, engine=self.engine,
+                           db_write=self.db_write, db_get=self.db_get, public_key=self.public_key,
+                           hooks=self.hooks, started_ms=self.started_ms)
         await self.server.start()
         self._sweeper = supervise("sweeper", self._sweep(), self._fatal)
         self.queue.start(self._fatal)
@@ -174,7 +181,7 @@ class Daemon:
                 state.nonces[n.nonce] = n.expires_ms
             tokens = list(s.exec(select(TokenRow).where(TokenRow.expires_ms > now, TokenRow.ended == False)))  # noqa: E712
         self.state.__dict__.update(state.__dict__)
-        self.tokens = auth.Tokens(tokens)
+        self.tokens.rows = auth.Tokens(tokens).rows  # in place: the methods' Context holds this object
         self._checkpointed = saved
 
     def _resume(self, s: Session, repo: str, state: State) -> tuple[ChainVerifier, int]:
@@ -278,8 +285,10 @@ class Daemon:
                     return  # the stop cancels this task first
             now = self.now_ms()
             self.state.forget_spent_nonces(now)
-            self.told = {k: told for k, told in self.told.items() if self._live(*k)}
-            self.hooks = {k: seen for k, seen in self.hooks.items() if self._live(*k)}
+            for k in [k for k in self.told if not self._live(*k)]:  # in place: the Context holds this dict
+                del self.told[k]
+            for k in [k for k in self.hooks if not self._live(*k)]:
+                del self.hooks[k]
             await self.checkpoint(checkpoint.EVERY)
             gone = []
             for h, row in list(self.tokens.rows.items()):
@@ -324,7 +333,7 @@ class Daemon:
             if rate_limited(m, who):
                 self.rate.check(self.state.repo(repo), who.session, self.now_ms())
             schemas.check(m.name, req["params"])  # the request is already strict I-JSON (wire_json)
-            result = await m.fn(Call(self, peer, m.name, req["params"], repo, who, req.get("token")))
+            result = await m.fn(Call(self.ctx, peer, m.name, req["params"], repo, who, req.get("token")))
             return {"id": rid, "ok": True, "result": result}
         except LoncaError as e:
             security_methods.note(peer, req, e)

@@ -28,7 +28,7 @@ def session_events(rs: RepoState, session: str, start: int, now: int) -> list[di
 async def events(call: Call) -> dict:
     rs = call.repo_state()
     start = call.params.get("from") or 1
-    return {"events": session_events(rs, call.auth.session, start, call.daemon.now_ms()), "next": rs.next_seq}
+    return {"events": session_events(rs, call.auth.session, start, call.ctx.now_ms()), "next": rs.next_seq}
 
 
 def inbox_line(e: dict) -> str:
@@ -51,7 +51,7 @@ def inbox_text(evs: list[dict]) -> str | None:
 
 @method("inbox", "agent")
 async def inbox(call: Call) -> dict:
-    d, rs, me = call.daemon, call.repo_state(), call.auth.session
+    d, rs, me = call.ctx, call.repo_state(), call.auth.session
     told = d.told.setdefault((rs.name, me), Told())
     fresh, reserved = [], set()
     for e in session_events(rs, me, told.seq + 1, d.now_ms()):
@@ -82,7 +82,7 @@ class Told:
 @method("negotiate", "agent", writes=True)
 async def negotiate(call: Call) -> dict:
     p = call.params
-    d, rs, me = call.daemon, call.repo_state(), call.auth.session
+    d, rs, me = call.ctx, call.repo_state(), call.auth.session
     thread, to, msg = p["thread"], p["to_session"], p["message"]
     kind = msg["type"]
 
@@ -116,7 +116,7 @@ async def negotiate(call: Call) -> dict:
 @method("cap.attenuate", "agent", writes=True)
 async def attenuate(call: Call) -> dict:
     p = call.params
-    d, rs, me = call.daemon, call.repo_state(), call.auth.session
+    d, rs, me = call.ctx, call.repo_state(), call.auth.session
     agent, expires = p["agent"], p["expires_ms"]
     child_scope = full_scope(p["scope"])
     lent = p.get("leases") or []
@@ -141,10 +141,8 @@ async def attenuate(call: Call) -> dict:
         row = TokenRow(token_hash=token_hash(token), kind="agent", repo=rs.name, session=child, expires_ms=expires)
 
         def result(entry: dict) -> dict:
-            if reasons:
-                return {"session": None}
-            d.tokens.add(row)
-            return {"session": child, "token": token}
+            return {"session": None} if reasons else {"session": child, "token": token}
         return Draft(actor=call.auth.actor, op=op, decision=deny(*reasons) if reasons else allow(),
-                     rows=[] if reasons else [row], result=result)
+                     rows=[] if reasons else [row], result=result,
+                     after_commit=[] if reasons else [lambda: d.tokens.add(row)])
     return await d.log.append(rs.name, decide)

@@ -48,7 +48,7 @@ class HookSeen:
 
 
 def _seen(call: Call) -> HookSeen:
-    return call.daemon.hooks.setdefault((call.repo, call.auth.session), HookSeen())
+    return call.ctx.hooks.setdefault((call.repo, call.auth.session), HookSeen())
 
 
 # -- hook.event -----------------------------------------------------------------------------------
@@ -60,7 +60,7 @@ async def hook_event(call: Call) -> dict:
     tool, tool_input, cwd, base = p.get("tool_name"), p.get("tool_input") or {}, p.get("cwd"), p.get("base")
     ws = PurePosixPath(os.path.normpath(p["workspace"]))
     files = check_files(p["files"]) if p.get("files") is not None else []
-    d, rs, me = call.daemon, call.repo_state(), call.auth.session
+    d, rs, me = call.ctx, call.repo_state(), call.auth.session
     seen = _seen(call)
     now = d.now_ms()
     seen.last_hook_ms = now
@@ -161,7 +161,7 @@ def _step_facts(call: Call, rs: RepoState, base: str, rel: str, before: bytes | 
     """Facts of this one step: the file as the workspace holds it → as the tool leaves it, on the
     workspace's base, as (facts JSON, containers, nesting) like a proposal's (Prepared). Blobs are
     hashed, not written: nothing of a step lands in the store."""
-    d = call.daemon
+    d = call.ctx
     store = d.store(rs.name)
     if after is None:
         return None
@@ -188,7 +188,7 @@ def _step_facts(call: Call, rs: RepoState, base: str, rel: str, before: bytes | 
 def _observation(call: Call, rs: RepoState, tool: str, rel: str, refused: list[str] | None, message: str | None,
                  step: tuple | None = None):
     """The decision of a write step, made in the writer (where leases change), and its observe entry."""
-    d, me = call.daemon, call.auth.session
+    d, me = call.ctx, call.auth.session
 
     def decide() -> Draft:
         now = d.now_ms()
@@ -237,7 +237,7 @@ def _lease_verdict(rs: RepoState, rec: SessionRec, step: tuple, now: int) -> tup
 async def hook_bind(call: Call) -> dict:
     p = call.params
     harness, harness_session, sudo = p["harness"], p["harness_session"], p["sudo_without_password"]
-    d, rs, me = call.daemon, call.repo_state(), call.auth.session
+    d, rs, me = call.ctx, call.repo_state(), call.auth.session
     _seen(call).last_hook_ms = d.now_ms()
 
     def decide() -> Draft:
@@ -282,7 +282,7 @@ def local_files(value: list[dict]) -> list[dict]:
 def carried_paths(call: Call, rs: RepoState, files: list[dict], sessions: set[str]) -> set[str]:
     """Paths whose local content a standing proposal of these sessions holds (pending, queued or
     integrated: the same blob, or the deletion)."""
-    d = call.daemon
+    d = call.ctx
     store = d.store(rs.name)
     standing = [c for c in rs.changes.values()
                 if c.session in sessions and c.status["status"] in ("pending", "queued", "integrated")]
@@ -313,7 +313,7 @@ async def hook_stop(call: Call) -> dict:
     if harness not in STOP_EVENT:
         raise LoncaError("invalid", f"{harness} has no stop event")
     files = local_files(p["files"])
-    d, rs, me = call.daemon, call.repo_state(), call.auth.session
+    d, rs, me = call.ctx, call.repo_state(), call.auth.session
     _seen(call).last_hook_ms = d.now_ms()
     carried = await asyncio.to_thread(carried_paths, call, rs, files, rs.workspace_sessions(me))
     paths = sorted(f["path"] for f in files if f["path"] not in carried)
@@ -347,7 +347,7 @@ async def hook_stop(call: Call) -> dict:
 @method("mcp.call", "agent", writes=True)
 async def mcp_call(call: Call) -> dict:
     tool = call.params["tool"]
-    d, rs, me = call.daemon, call.repo_state(), call.auth.session
+    d, rs, me = call.ctx, call.repo_state(), call.auth.session
     rec = rs.sessions[me]
     if rec.harness not in MCP_PREFIX or rec.level == "isolated":
         return {"checked": False, "hooked": None}

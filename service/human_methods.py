@@ -36,7 +36,7 @@ def check_key(key) -> dict:
 
 
 def _check_remote(call: Call, source: str) -> None:
-    home = call.daemon.config.home.resolve()
+    home = call.ctx.config.home.resolve()
     if source.startswith("/"):
         p = Path(source).resolve()
         if p == home or home in p.parents:
@@ -50,7 +50,7 @@ def _check_remote(call: Call, source: str) -> None:
 @method("repo.prepare_init", "bootstrap")
 async def prepare_init(call: Call) -> dict:
     p = call.params
-    d = call.daemon
+    d = call.ctx
     name, human, key = p["repo"], p["human"], check_key(p["human_key"])
     source, branch = p.get("import_from"), p.get("branch") or "main"
     profile = p.get("profile") or "cooperative"
@@ -68,9 +68,12 @@ async def prepare_init(call: Call) -> dict:
         trunk = await asyncio.to_thread(gitstore.import_branch, staging, source, branch)
     else:
         trunk = await asyncio.to_thread(gitstore.create_empty, staging, d.now_ms())
-    store = gitstore.open_store(staging)
-    files = await asyncio.to_thread(gitstore.list_tree, store, trunk)
-    imported = load_policy(await asyncio.to_thread(gitstore.policy_text, store, trunk))
+
+    def read_staged() -> tuple[list[dict], str | None]:
+        store = gitstore.open_store(staging)  # opened on the thread that reads it
+        return gitstore.list_tree(store, trunk), gitstore.policy_text(store, trunk)
+    files, text = await asyncio.to_thread(read_staged)
+    imported = load_policy(text)
     page = d.config.limits.page_b64
     large = [{"path": f["path"], "size": f["size"]} for f in files if gitstore.b64_size(f["size"]) > page]
     tree_bytes = sum(f["size"] for f in files)
@@ -90,7 +93,7 @@ async def prepare_init(call: Call) -> dict:
 @method("repo.init", "bootstrap", writes=True)
 async def repo_init(call: Call) -> dict:
     p = call.params
-    d = call.daemon
+    d = call.ctx
     op = p["op"]
     sig = signatures.check_shape(p["sig"], "denied")
     prepared = await d.db_get(PreparedRow, content_hash(op))
@@ -118,7 +121,7 @@ async def repo_init(call: Call) -> dict:
 @method("human.login", "login")
 async def login(call: Call) -> dict:
     p = call.params
-    d = call.daemon
+    d = call.ctx
     ttl = p.get("ttl_ms")
     ttl = LOGIN_TTL_DEFAULT_MS if ttl is None else ttl
     if not 0 < ttl <= LOGIN_TTL_MAX_MS:
@@ -147,7 +150,7 @@ async def login(call: Call) -> dict:
 
 @method("human.logout", "public")
 async def logout(call: Call) -> dict:
-    d = call.daemon
+    d = call.ctx
     if call.token is None:
         raise LoncaError("unauthenticated", "human.logout ends the session of the token it carries; send one")
     row = d.tokens.lookup(call.token)
@@ -168,7 +171,7 @@ SUBMIT_OPS = {"session.start": decide_session_start, "approve": decide_approve, 
 @method("human.submit", "human", writes=True)
 async def submit(call: Call) -> dict:
     p = call.params
-    d = call.daemon
+    d = call.ctx
     rs = call.repo_state()
     op = p["op"]
     sig = signatures.check_shape(p["sig"], "denied")

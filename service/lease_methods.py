@@ -215,7 +215,7 @@ async def trunk_names(call: Call, rs: RepoState, items: list[dict]) -> set[tuple
     """(container, name) of what trunk defines in the containers `items` insert into with names;
     read off the writer (a table may need a parse)."""
     paths = sorted({split(it["symbol"])[0] for it in items if it["kind"] == "insert" and it.get("names")})
-    d, trunk = call.daemon, rs.trunk
+    d, trunk = call.ctx, rs.trunk
     if not paths or not trunk:
         return set()
 
@@ -246,7 +246,7 @@ async def trunk_nesting(call: Call, rs: RepoState, items: list[dict]) -> dict[st
     languages): what a lease on `R.md#Release 1` covers (lease_model.covers). Empty, and no
     work, for code."""
     paths = sorted({p for p in (split(it["symbol"])[0] for it in items) if language_of(p) in SECTION_LANGUAGES})
-    d, trunk = call.daemon, rs.trunk
+    d, trunk = call.ctx, rs.trunk
     if not paths or not trunk:
         return {}
 
@@ -279,7 +279,7 @@ def _ttl(value, rs: RepoState) -> int:
 @method("lease.acquire", "agent", writes=True)
 async def acquire(call: Call) -> dict:
     p = call.params
-    d, rs, me = call.daemon, call.repo_state(), call.auth.session
+    d, rs, me = call.ctx, call.repo_state(), call.auth.session
     items = check_items(p["items"])
     intent = p.get("intent") or ""
     set_id = p.get("set") or f"ls-{secrets.token_hex(8)}"
@@ -327,7 +327,7 @@ def _own_set(rs: RepoState, me: str, set_id: str) -> tuple[LeaseSet | None, list
 
 @method("lease.release", "agent", writes=True)
 async def release(call: Call) -> dict:
-    d, rs, me = call.daemon, call.repo_state(), call.auth.session
+    d, rs, me = call.ctx, call.repo_state(), call.auth.session
     set_id = call.params["set"]
 
     def decide() -> Draft:
@@ -341,7 +341,7 @@ async def release(call: Call) -> dict:
 @method("lease.renew", "agent", writes=True)
 async def renew(call: Call) -> dict:
     p = call.params
-    d, rs, me = call.daemon, call.repo_state(), call.auth.session
+    d, rs, me = call.ctx, call.repo_state(), call.auth.session
     set_id = p["set"]
     ttl = _ttl(p.get("ttl_ms"), rs)
 
@@ -364,7 +364,7 @@ async def renew(call: Call) -> dict:
 @method("lease.interest", "agent", writes=True)
 async def interest(call: Call) -> dict:
     p = call.params
-    d, rs, me = call.daemon, call.repo_state(), call.auth.session
+    d, rs, me = call.ctx, call.repo_state(), call.auth.session
     items = check_items(p["items"])
     intent = p.get("intent") or ""
     nesting = await trunk_nesting(call, rs, items)

@@ -47,7 +47,9 @@ def db_cause(e: BaseException) -> str:
 @dataclass
 class Draft:
     """What a decision wants logged. `rows` are other rows committed in the same transaction;
-    `result` turns the appended entry into the method's answer."""
+    `result` turns the appended entry into the method's answer and has no other effect;
+    `after_commit` runs once the entry is durable, before the answer, never when the commit
+    failed: whatever makes the entry effective outside the log (a token usable, the queue woken)."""
     actor: dict
     op: dict
     decision: dict
@@ -57,6 +59,7 @@ class Draft:
     symbols_engine: int | None = None
     rows: list[SQLModel] = field(default_factory=list)
     result: Callable[[dict], dict] | None = None
+    after_commit: list[Callable[[], None]] = field(default_factory=list)
 
 
 def allow(*reasons: str) -> dict:
@@ -158,7 +161,7 @@ class LogWriter:
         batch, self._pending = self._pending, []
         entries: list[dict] = []
         rows: list[SQLModel] = []
-        answers: list[tuple[asyncio.Future, dict]] = []
+        answers: list[tuple[asyncio.Future, dict | LoncaError, Draft, int]] = []
         for repo, decide, fut in batch:
             try:
                 draft = decide()
@@ -179,7 +182,7 @@ class LogWriter:
             except Exception as e:
                 log.exception("the answer to a logged entry of %s failed", repo)
                 answer = LoncaError("internal", f"the entry was logged at seq {entry['seq']} but its answer failed: {type(e).__name__}")
-            answers.append((fut, answer))
+            answers.append((fut, answer, draft, entry["seq"]))
         if not entries:
             return
         try:
@@ -187,7 +190,7 @@ class LogWriter:
         except Exception as e:
             self.broken = db_cause(e)
             log.error("committing %d log entries to %s failed", len(entries), self.db_name, exc_info=True)
-            for fut, _ in answers:
+            for fut, *_ in answers:
                 if not fut.done():
                     fut.set_exception(self.down())
             await self._recover()
@@ -195,7 +198,13 @@ class LogWriter:
         self._durable = self._applied
         for e in entries:
             self.durable_next[e["repo"]] = max(self.durable_next.get(e["repo"], 1), e["seq"] + 1)
-        for fut, answer in answers:
+        for fut, answer, draft, seq in answers:
+            try:
+                for effect in draft.after_commit:
+                    effect()
+            except Exception as e:  # durable all the same: the answer says so
+                log.exception("an effect of the logged entry %d failed", seq)
+                answer = LoncaError("internal", f"the entry was logged at seq {seq} but its effect failed: {type(e).__name__}")
             if fut.done():
                 continue
             if isinstance(answer, LoncaError):

@@ -9,12 +9,12 @@ from .auth import CREDENTIALS, Auth
 from .server import Peer
 
 if TYPE_CHECKING:
-    from .daemon import Daemon
+    from .context import Context
 
 
 @dataclass
 class Call:
-    daemon: "Daemon"
+    ctx: "Context"  # what a method may use of the worker; never the Daemon itself
     peer: Peer
     method: str
     params: dict
@@ -23,7 +23,7 @@ class Call:
     token: str | None
 
     def repo_state(self):
-        rs = self.daemon.state.repo(self.repo) if self.repo else None
+        rs = self.ctx.state.repo(self.repo) if self.repo else None
         if rs is None:
             raise LoncaError("not_found" if self.repo else "invalid",
                              f"no repository {self.repo}" if self.repo else f"{self.method} needs repo")

@@ -9,6 +9,7 @@ At a shutdown the running checks' groups are killed (`kill_running`) so the work
 seconds, not after the check's time limit."""
 import asyncio
 import logging
+from dataclasses import dataclass
 
 import pygit2
 
@@ -19,11 +20,21 @@ from lonca.queue.checks import kill_running
 from . import gitstore
 from .gitstore import DAEMON_SIG
 from .log import DAEMON, Draft, allow, deny
+from .policy import Policy
 from .state import RepoState
 from .supervision import supervise
 
 log = logging.getLogger("lonca.queue")
 MAX_OUTPUT = 1024 * 1024  # byte cap on each of a check's stdout and stderr
+
+
+@dataclass(frozen=True)
+class _Snapshot:
+    """What a batch's checks need of the live state, read on the loop when the batch starts: the
+    thread that merges and verifies never reads a RepoState the loop goes on changing."""
+    policy: Policy
+    quota: dict[str, list[str]]   # change -> its [quota] reasons
+    runs: dict[str, list[str]]    # change -> the checks the policy owes for it
 
 
 class QueueRunner:
@@ -63,12 +74,18 @@ class QueueRunner:
     async def _drain_once(self, rs: RepoState) -> None:
         """One candidate of up to batch_size changes: merged, verified once (bisected on a
         failure), then logged; trunk's ref moves after the entry is durable."""
-        store = self.d.store(rs.name)
         batch = [self._queued(rs, cid) for cid in rs.queue[: max(1, rs.policy.batch_size)]]
+        now, pol, repo, trunk, symbols = self.d.now_ms(), rs.policy, rs.name, rs.trunk, self.d.symbols
+        snap = _Snapshot(pol, {q.change: rs.quota_reasons(rs.changes[q.change].session, now) for q in batch},
+                      {q.change: pol.runs(rs.changes[q.change]) or [] for q in batch})
+        committer = pygit2.Signature(*DAEMON_SIG, now // 1000, 0)
+
+        def work():
+            store = self.d.store(repo)  # this thread's own handle
+            return run_batch(store, trunk, batch, lambda prefix, commit: self._verify(store, snap, prefix, commit), committer, symbols)
         self.d.verifying.update(q.change for q in batch)
         try:
-            out = await asyncio.to_thread(run_batch, store, rs.trunk, batch, lambda prefix, commit: self._verify(store, rs, prefix, commit),
-                                          pygit2.Signature(*DAEMON_SIG, self.d.now_ms() // 1000, 0), self.d.symbols)
+            out = await asyncio.to_thread(work)
         finally:
             self.d.verifying.difference_update(q.change for q in batch)
         for q, integration in out.conflicted:
@@ -86,18 +103,19 @@ class QueueRunner:
         author = pygit2.Signature((rec.actor.get("name") or "lonca")[:200], DAEMON_SIG[1], now // 1000, 0)
         return QueuedChange(cid, rec.commit, rec.base, f"{rec.intent or 'Lonca change'}\n\nLonca-Change: {cid}\n", author)
 
-    def _verify(self, store: pygit2.Repository, rs: RepoState, prefix: list[QueuedChange], commit: str) -> Verdict:
-        """The checks the prefix owes under the policy in force, on the candidate's tree."""
-        over = sorted({r for q in prefix for r in rs.quota_reasons(rs.changes[q.change].session, self.d.now_ms())})
+    @staticmethod
+    def _verify(store: pygit2.Repository, snap: _Snapshot, prefix: list[QueuedChange], commit: str) -> Verdict:
+        """The checks the prefix owes under the policy in force when the batch started, on the
+        candidate's tree. Runs on the batch's thread: reads `snap`, never the live state."""
+        over = sorted({r for q in prefix for r in snap.quota[q.change]})
         if over:
             return Verdict(ok=False, reasons=over, detail=[])  # past [quota]: the checks do not run
         owed: list[str] = []
         for q in prefix:
-            rec = rs.changes[q.change]
-            for name in rs.policy.runs(rec) or []:
+            for name in snap.runs[q.change]:
                 if name not in owed:
                     owed.append(name)
-        pol = rs.policy
+        pol = snap.policy
         specs = [CheckSpec(name, tuple(pol.argv(name)), pol.check_timeout_s, pol.check_env, MAX_OUTPUT)
                  for name in owed if pol.argv(name)]
         tree = str(store[commit].peel(pygit2.Commit).tree_id)

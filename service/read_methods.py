@@ -18,15 +18,15 @@ T = TypeVar("T")
 
 @method("ping", "public")
 async def ping(call: Call) -> dict:
-    d = call.daemon
+    d = call.ctx
     return {"version": lonca.__version__, "protocol": PROTOCOL, "daemon_key": d.public_key, "next_key": None,
-            "proxy": None, "hardened": False, "refused": {**d.server.refused, "rate_limited": d.rate.refused},
+            "proxy": None, "hardened": False, "refused": {**d.refused, "rate_limited": d.rate.refused},
             "bootstrap": not d.state.repos}  # a tokenless repo.prepare_init is open (seed: bootstrap)
 
 
 @method("whoami", "any")
 async def whoami(call: Call) -> dict:
-    d, a = call.daemon, call.auth
+    d, a = call.ctx, call.auth
     if a.kind == "agent":
         rec = d.state.repo(a.repo).sessions.get(a.session)
         return {"repo": a.repo, "actor": actor_label(a.actor),
@@ -37,12 +37,12 @@ async def whoami(call: Call) -> dict:
 
 @method("repo.list", "any human")
 async def repo_list(call: Call) -> list:
-    return call.daemon.state.human_repos(call.auth.human, call.auth.key)
+    return call.ctx.state.human_repos(call.auth.human, call.auth.key)
 
 
 @method("status", "read")
 async def status(call: Call) -> dict:
-    d = call.daemon
+    d = call.ctx
     rs = call.repo_state()
     now = d.now_ms()
     pol = rs.policy
@@ -84,7 +84,7 @@ async def status(call: Call) -> dict:
 @method("log", "read")
 async def log(call: Call) -> list:
     p = call.params
-    d = call.daemon
+    d = call.ctx
     rs = call.repo_state()
     start, limit, wait = p["from"], p.get("limit"), p.get("wait_ms")
     lim = d.config.limits
@@ -99,7 +99,7 @@ async def on_store(call: Call, fn: Callable[..., T], *args) -> T:
     """`fn(store, *args)` on a worker thread, with that thread's own handle on the repository's
     store: a pygit2 handle is never shared between threads (docs/decisions.md, "The merge queue
     in the worker"), so none is taken on the event loop and handed over."""
-    d, repo = call.daemon, call.repo_state().name
+    d, repo = call.ctx, call.repo_state().name
     return await asyncio.to_thread(lambda: fn(d.store(repo), *args))
 
 
@@ -108,7 +108,7 @@ async def tree(call: Call) -> list:
     p = call.params
     call.repo_state()  # an unknown repository is not_found before anything else
     commit, with_content, wanted = p["commit"], p.get("with_content", False), p.get("paths")
-    maps = call.daemon.tree_maps
+    maps = call.ctx.tree_maps
 
     def entries(store: pygit2.Repository) -> list[dict]:
         """From the worker's map of the commit's tree (made from its parent's when that is
@@ -119,7 +119,7 @@ async def tree(call: Call) -> list:
         return [maps.entry(store, x, files[x]) for x in paths]
     files = await on_store(call, entries)
     if with_content:
-        if sum(gitstore.b64_size(f["size"]) for f in files) > call.daemon.config.limits.page_b64:
+        if sum(gitstore.b64_size(f["size"]) for f in files) > call.ctx.config.limits.page_b64:
             raise LoncaError("too_large", "the tree's contents do not fit one line; fetch the manifest and page with blobs")
         return await on_store(call, gitstore.with_contents, files)
     for f in files:
@@ -132,7 +132,7 @@ async def blobs(call: Call) -> list:
     p = call.params
     call.repo_state()  # an unknown repository is not_found before anything else
     commit, wanted = p["commit"], p["paths"]
-    d = call.daemon
+    d = call.ctx
 
     def entries(store: pygit2.Repository) -> list[dict]:
         """Only the paths asked for, from the worker's cached map of the commit's tree."""
@@ -143,7 +143,7 @@ async def blobs(call: Call) -> list:
             raise LoncaError("not_found", f"{missing[0]} is not in commit {commit}")
         return [gitstore.file_entry(store, x, files[x].oid, int(files[x].mode, 8)) for x in dict.fromkeys(wanted)]
     page = await on_store(call, entries)
-    budget = call.daemon.config.limits.page_b64
+    budget = call.ctx.config.limits.page_b64
     total = 0
     for f in page:
         total += gitstore.b64_size(f["size"])

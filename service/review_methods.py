@@ -31,10 +31,9 @@ def decide_approve(call: Call, rs: RepoState, op: dict) -> Draft:
     decision = deny(*reasons) if reasons else allow()
 
     def result(entry: dict) -> dict:
-        if decision["outcome"] == "allow":
-            call.daemon.queue_wake()
         return {"target_seq": op["target_seq"], "change": pending.change if pending else None}
-    return Draft(actor=call.auth.actor, op=op, decision=decision, result=result)
+    return Draft(actor=call.auth.actor, op=op, decision=decision, result=result,
+                 after_commit=[call.ctx.queue_wake] if decision["outcome"] == "allow" else [])
 
 
 def decide_reject(call: Call, rs: RepoState, op: dict) -> Draft:
@@ -48,7 +47,7 @@ def decide_reject(call: Call, rs: RepoState, op: dict) -> Draft:
 
 @method("human.prepare_policy", "human")
 async def prepare_policy(call: Call) -> dict:
-    d, rs = call.daemon, call.repo_state()
+    d, rs = call.ctx, call.repo_state()
     config, cedar = call.params["config"], call.params.get("policy")
     try:
         parse(config)
@@ -71,7 +70,7 @@ async def prepare_policy(call: Call) -> dict:
 def decide_policy_update(call: Call, rs: RepoState, op: dict) -> Draft:
     if set(op) != {"op", "policy"} or not isinstance(op["policy"], str):
         raise LoncaError("invalid", 'policy.update is {"op": "policy.update", "policy": id} from human.prepare_policy')
-    text = call.daemon.policy_text(rs.name, op["policy"])
+    text = call.ctx.policy_text(rs.name, op["policy"])
     if text is None:
         raise LoncaError("invalid", "the policy commit has no lonca.toml; use human.prepare_policy")
     try:

@@ -41,7 +41,7 @@ def note(peer: Peer, req: dict, error: LoncaError) -> None:
 
 @method("security.events", "any human")
 async def security_events(call: Call) -> dict:
-    d = call.daemon
+    d = call.ctx
     since = call.params.get("since_ms")
     since = d.now_ms() - DAY_MS if since is None else since
     mine = set(d.state.human_repos(call.auth.human, call.auth.key))

@@ -19,7 +19,7 @@ def full_scope(scope: dict) -> dict:
 
 def decide_session_start(call: Call, rs: RepoState, op: dict) -> Draft:
     """The decision on a signed session.start: the op is logged as signed, unchanged."""
-    d = call.daemon
+    d = call.ctx
     now = d.now_ms()
     sid, expires = op["session"], op["expires_ms"]
     if sid in rs.sessions:
@@ -34,10 +34,10 @@ def decide_session_start(call: Call, rs: RepoState, op: dict) -> Draft:
     row = TokenRow(token_hash=token_hash(token), kind="agent", repo=rs.name, session=sid, expires_ms=expires)
 
     def result(entry: dict) -> dict:
-        d.tokens.add(row)
         return {"token": token, "session": sid, "expires_ms": expires}
 
-    return Draft(actor=call.auth.actor, op=op, decision=allow(), rows=[row], result=result)
+    return Draft(actor=call.auth.actor, op=op, decision=allow(), rows=[row], result=result,
+                 after_commit=[lambda: d.tokens.add(row)])
 
 
 def live_session(rs: RepoState, sid: str, now_ms: int) -> None:
@@ -49,7 +49,7 @@ def live_session(rs: RepoState, sid: str, now_ms: int) -> None:
 
 @method("session.heartbeat", "agent", writes=True)
 async def heartbeat(call: Call) -> dict:
-    d = call.daemon
+    d = call.ctx
     rs = call.repo_state()
     sid = call.auth.session
 
@@ -70,7 +70,7 @@ async def heartbeat(call: Call) -> dict:
 async def end(call: Call) -> dict:
     p = call.params
     local = local_files(p["files"]) if p.get("files") is not None else None
-    d = call.daemon
+    d = call.ctx
     rs = call.repo_state()
     sid = call.auth.session
     # what no standing proposal carries, as hook.stop reports it
@@ -83,14 +83,16 @@ async def end(call: Call) -> dict:
             paths = sorted(f["path"] for f in local if f["path"] not in carried)
             op["unproposed"] = {"paths": paths[:32], "total": len(paths)}
 
-        def result(entry: dict) -> dict:
+        def ended() -> None:
             row = d.tokens.rows.get(call.auth.token_hash)
             if row:
                 row.ended = True
+
+        def result(entry: dict) -> dict:
             out = {"session": sid}
             if local is not None:
                 out.update(unproposed=op["unproposed"]["paths"], unproposed_total=op["unproposed"]["total"])
             return out
-        return Draft(actor=call.auth.actor, op=op, decision=allow(), result=result)
+        return Draft(actor=call.auth.actor, op=op, decision=allow(), result=result, after_commit=[ended])
 
     return await d.log.append(rs.name, decide)

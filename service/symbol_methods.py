@@ -30,7 +30,7 @@ async def symbols(call: Call) -> dict:
             raise LoncaError("not_found", f"{path} is not in commit {commit}") from None
         if found.type_str != "blob":
             raise LoncaError("not_found", f"{path} is not a file in commit {commit}")
-        return call.daemon.symbols.table(path, str(found.id), lambda: store[found.id].data)
+        return call.ctx.symbols.table(path, str(found.id), lambda: store[found.id].data)
 
     table = await on_store(call, read)
     return {"path": path, "commit": commit, "language": table.language, "status": table.status,
@@ -56,7 +56,7 @@ async def lease_warnings(call: Call, items: list[dict]) -> list[str]:
             except (KeyError, ValueError, TypeError):   # no such file, or a path git cannot look up
                 found = None
             out[path] = None if found is None or found.type_str != "blob" else \
-                call.daemon.symbols.table(path, str(found.id), lambda f=found: store[f.id].data)
+                call.ctx.symbols.table(path, str(found.id), lambda f=found: store[f.id].data)
         return out
 
     by_path = await on_store(call, tables)

@@ -15,6 +15,7 @@ from lonca.queue import merge_trees
 from .change_build import build_commit, check_files, commit_exists, tree_map
 from .gitstore import TRUNK_REF, mode_name
 from .methods import Call, method
+from .read_methods import on_store
 
 GIT_TIMEOUT_S = 120
 
@@ -22,9 +23,8 @@ GIT_TIMEOUT_S = 120
 @method("trunk.bundle", "read")
 async def bundle(call: Call) -> dict:
     have = call.params.get("have", [])
-    d, rs = call.daemon, call.repo_state()
-    store = d.store(rs.name)
-    known = [h for h in have if commit_exists(store, h)]
+    d, rs = call.ctx, call.repo_state()
+    known = await on_store(call, lambda store: [h for h in have if commit_exists(store, h)])
     if rs.trunk in known:
         return {"trunk": rs.trunk, "bundle_b64": "", "bytes": 0, "thin": True, "up_to_date": True}
 
@@ -66,13 +66,12 @@ async def trunk_merge(call: Call) -> dict:
     path not named is already right, whether trunk and the workspace agree on it or it is a
     local change trunk left alone. Conflicted paths are only in `conflicts`."""
     p = call.params
-    d, rs = call.daemon, call.repo_state()
+    d, rs = call.ctx, call.repo_state()
     base = p["base"]
     files = check_files(p["files"])
-    store = d.store(rs.name)
     trunk = rs.trunk
 
-    def work() -> dict:
+    def work(store: pygit2.Repository) -> dict:
         if not commit_exists(store, base):
             raise LoncaError("not_found", f"no commit {base} in this repository")
         base_map = d.tree_maps.get(store, base)
@@ -115,4 +114,4 @@ async def trunk_merge(call: Call) -> dict:
                 out_files.append({"path": path, "content_b64": base64.b64encode(store[entry.oid].data).decode(),
                                   "mode": mode_name(int(entry.mode, 8))})
         return {"trunk": trunk, "files": out_files, "updated": updated, "merged": result.merged_paths, "conflicts": conflicts}
-    return await asyncio.to_thread(work)
+    return await on_store(call, work)

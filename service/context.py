@@ -1,0 +1,47 @@
+"""What a method may use of the worker: its state, its log, its clock and its stores, and no more.
+Methods get `call.ctx`, never the Daemon, so a method cannot reach the worker's start, stop,
+replay or background tasks (docs/decisions.md, "Methods see a Context, not the Daemon")."""
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
+
+import pygit2
+from sqlalchemy.engine import Engine
+
+from lonca.symbols import SymbolCache
+
+from .auth import Tokens
+from .change_build import TreeMaps
+from .config import Config
+from .log import LogWriter
+from .ratelimit import RateLimiter
+from .state import State
+from .symbol_warmer import SymbolWarmer
+
+if TYPE_CHECKING:
+    from .event_methods import Told
+    from .hook_methods import HookSeen
+
+
+@dataclass(frozen=True)
+class Context:
+    config: Config                                  # settings and limits, read only
+    state: State
+    log: LogWriter
+    now_ms: Callable[[], int]
+    store: Callable[[str], pygit2.Repository]       # the calling thread's handle on a repository's store
+    policy_text: Callable[[str, str], str | None]   # lonca.toml of a commit (repo, commit)
+    tree_maps: TreeMaps
+    symbols: SymbolCache
+    warmer: SymbolWarmer
+    tokens: Tokens                                  # the live tokens (replaced in place by a replay)
+    rate: RateLimiter
+    refused: dict[str, int]                         # the socket's refusals, for ping.refused
+    told: "dict[tuple[str, str], Told]"             # inbox: what each live session was told
+    verifying: set[str]                             # changes whose checks are running
+    queue_wake: Callable[[], None]
+    engine: Engine                                  # read by threads off the loop (log.read)
+    db_write: Callable[[list], Awaitable[None]]     # rows outside the log, on the database thread
+    db_get: Callable[[type, Any], Awaitable[Any]]
+    public_key: str
+    hooks: "dict[tuple[str, str], HookSeen]"        # what each live session's hooks did (memory only)
+    started_ms: int                                 # when this worker started (hook events before it are unknown)
