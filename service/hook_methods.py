@@ -32,6 +32,7 @@ from .lease_model import FILE
 from .log import Draft, allow
 from .methods import Call, method
 from .paths import check_path
+from .read_methods import on_store
 from .state import RepoState, SessionRec
 
 LEVELS = ("unobserved", "hooks", "hooks_sandbox", "isolated")  # lowest first
@@ -279,20 +280,23 @@ def local_files(value: list[dict]) -> list[dict]:
     return out
 
 
-def carried_paths(call: Call, rs: RepoState, files: list[dict], sessions: set[str]) -> set[str]:
+async def carried_paths(call: Call, rs: RepoState, files: list[dict], sessions: set[str]) -> set[str]:
     """Paths whose local content a standing proposal of these sessions holds (pending, queued or
-    integrated: the same blob, or the deletion)."""
-    d = call.ctx
-    store = d.store(rs.name)
-    standing = [c for c in rs.changes.values()
+    integrated: the same blob, or the deletion). The proposals are read on the loop, their trees
+    on a thread with its own handle."""
+    standing = [(c.commit, set(c.paths)) for c in rs.changes.values()
                 if c.session in sessions and c.status["status"] in ("pending", "queued", "integrated")]
-    out = set()
-    for c in standing:
-        m = d.tree_maps.get(store, c.commit)
-        out |= {f["path"] for f in files
-                if (f["blob"] is None and f["path"] not in m and f["path"] in c.paths)
-                or (f["blob"] is not None and f["path"] in m and m[f["path"]].oid == f["blob"])}
-    return out
+    maps = call.ctx.tree_maps
+
+    def carried(store: pygit2.Repository) -> set[str]:
+        out = set()
+        for commit, paths in standing:
+            m = maps.get(store, commit)
+            out |= {f["path"] for f in files
+                    if (f["blob"] is None and f["path"] not in m and f["path"] in paths)
+                    or (f["blob"] is not None and f["path"] in m and m[f["path"]].oid == f["blob"])}
+        return out
+    return await on_store(call, carried)
 
 
 def stop_output(harness: str, paths: list[str], total: int) -> dict:
@@ -315,7 +319,7 @@ async def hook_stop(call: Call) -> dict:
     files = local_files(p["files"])
     d, rs, me = call.ctx, call.repo_state(), call.auth.session
     _seen(call).last_hook_ms = d.now_ms()
-    carried = await asyncio.to_thread(carried_paths, call, rs, files, rs.workspace_sessions(me))
+    carried = await carried_paths(call, rs, files, rs.workspace_sessions(me))
     paths = sorted(f["path"] for f in files if f["path"] not in carried)
     limit = rs.policy.stop_rounds
 

@@ -1,5 +1,4 @@
 """Agent sessions: session.start (a human's signed operation), session.heartbeat, session.end."""
-import asyncio
 
 from lonca.protocol import LoncaError
 
@@ -74,7 +73,7 @@ async def end(call: Call) -> dict:
     rs = call.repo_state()
     sid = call.auth.session
     # what no standing proposal carries, as hook.stop reports it
-    carried = await asyncio.to_thread(carried_paths, call, rs, local, rs.workspace_sessions(sid)) if local else set()
+    carried = await carried_paths(call, rs, local, rs.workspace_sessions(sid)) if local else set()
 
     def decide() -> Draft:
         live_session(rs, sid, d.now_ms())

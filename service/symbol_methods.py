@@ -44,11 +44,12 @@ async def lease_warnings(call: Call, items: list[dict]) -> list[str]:
     does not have")."""
     rs = call.repo_state()
     wanted = [(it, *split(it["symbol"])) for it in items]
-    if not rs.trunk:
+    trunk = rs.trunk    # read on the loop: the thread reads no live state
+    if not trunk:
         return []
 
     def tables(store: pygit2.Repository) -> dict:
-        tree = gitstore.commit_of(store, rs.trunk).tree
+        tree = gitstore.commit_of(store, trunk).tree
         out = {}
         for path in {p for _, p, _ in wanted}:
             try:
