@@ -276,7 +276,8 @@ def local_files(value: list[dict]) -> list[dict]:
         if f["path"] in seen:
             raise LoncaError("invalid", f"the path {f['path']!r} appears twice; name each file once")
         seen.add(f["path"])
-        out.append({"path": f["path"], "blob": f["entry"]["blob"] if f["entry"] else None})
+        entry = f.get("entry")  # null (or left out): a deletion
+        out.append({"path": f["path"], "blob": entry["blob"] if entry else None})
     return out
 
 
@@ -341,8 +342,7 @@ async def hook_stop(call: Call) -> dict:
         # a clean report is new once after the session began or proposed: not logged again
         return {"unproposed": [], "total": 0, "round": 0, "limit": limit}
     out = await d.log.append(rs.name, decide)
-    out.pop("seq", None)
-    out.pop("decision", None)
+    out.pop("decision", None)   # the observe entry's, always allow: not the report's (seq stays: it was logged)
     return out
 
 
@@ -372,7 +372,8 @@ async def mcp_call(call: Call) -> dict:
         def decide() -> Draft:
             op = {"op": "observe", "session": me, "events": [{"kind": "unhooked", "tool": tool}]}
             return Draft(actor=call.auth.actor, op=op, decision=allow(), result=lambda e: {})
-        await d.log.append(rs.name, decide)
+        logged = await d.log.append(rs.name, decide)
+        return {"checked": True, "hooked": False, "seq": logged["seq"]}
     return {"checked": True, "hooked": False}
 
 

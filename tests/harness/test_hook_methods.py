@@ -119,9 +119,10 @@ def test_mcp_call_without_its_before_tool_event_marks_the_session_unhooked_once(
     pre(env, ada, "mcp__lonca__status", {}, held=None)
     assert env.client.call("mcp.call", {"tool": "status"}, token=ada) == {"checked": True, "hooked": True}
     seq = env.status()["next_seq"]
-    assert env.client.call("mcp.call", {"tool": "status"}, token=ada) == {"checked": True, "hooked": False}
+    # the first answers the seq of its unhooked observation, the one logged per session
+    assert env.client.call("mcp.call", {"tool": "status"}, token=ada) == {"checked": True, "hooked": False, "seq": seq}
     assert env.client.call("mcp.call", {"tool": "propose"}, token=ada) == {"checked": True, "hooked": False}
-    assert env.status()["next_seq"] == seq + 1      # one unhooked observation per session
+    assert env.status()["next_seq"] == seq + 1
     rec = session(env, ada)
     assert rec["unhooked"]["tool"] == "status" and rec["taint"] == "unhooked_session" and rec["level"] == "unobserved"
     # its proposals escalate, critical paths named
@@ -155,7 +156,7 @@ def test_stop_sends_back_within_stop_rounds_and_a_proposal_carries_the_files(rep
     assert propose(env.client, ada, trunk(env), {"app.py": changed})["decision"]["outcome"] != "deny"
     assert session(env, ada)["unproposed"] is None
     clean = env.client.call("hook.stop", {"harness": "claude-code", "files": files}, token=ada)
-    assert clean == {"unproposed": [], "total": 0, "round": 0, "limit": 1}
+    assert {k: clean[k] for k in ("unproposed", "total", "round", "limit")} == {"unproposed": [], "total": 0, "round": 0, "limit": 1}
     seq = env.status()["next_seq"]
     env.client.call("hook.stop", {"harness": "claude-code", "files": files}, token=ada)
     assert env.status()["next_seq"] == seq      # a clean report is new once
