@@ -7,7 +7,12 @@
     if (!url) return;
     const status = document.getElementById("live-status");
     const source = new EventSource(url);
-    source.addEventListener("hello", () => { status.textContent = ""; });
+    // once the stream follows the log, the fragments are read again: what was logged between the
+    // page's rendering and the stream's start would otherwise show only at the next entry
+    source.addEventListener("hello", (ev) => {
+      status.textContent = "";
+      document.body.dispatchEvent(new CustomEvent("lonca:log", {detail: JSON.parse(ev.data)}));
+    });
     source.addEventListener("log", (ev) => {
       document.body.dispatchEvent(new CustomEvent("lonca:log", {detail: JSON.parse(ev.data)}));
     });
