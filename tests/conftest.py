@@ -134,16 +134,23 @@ def git(*args: str, cwd: Path) -> str:
     return subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True, text=True).stdout.strip()
 
 
+def git_repo(src: Path, files: dict[str, str]) -> Path:
+    """A new git repository at `src` whose `main` has one commit of `files` (path -> text)."""
+    src.mkdir()
+    git("init", "-q", "-b", "main", cwd=src)
+    for path, text in files.items():
+        (src / path).write_text(text)
+    git("add", ".", cwd=src)
+    git("commit", "-qm", "first", cwd=src)
+    return src
+
+
 @pytest.fixture
 def source_repo(tmp_path) -> Path:
     """A real git repository with a few commits on `main`."""
-    src = tmp_path / "src"
-    src.mkdir()
-    git("init", "-q", "-b", "main", cwd=src)
-    (src / "app.py").write_text("def charge(amount):\n    return amount * 2\n\n\nclass Client:\n    def pay(self):\n        return charge(1)\n")
-    (src / "README.md").write_text("# Demo\n\n## Install\n\nRun it.\n")
-    git("add", ".", cwd=src)
-    git("commit", "-qm", "first", cwd=src)
+    src = git_repo(tmp_path / "src", {
+        "app.py": "def charge(amount):\n    return amount * 2\n\n\nclass Client:\n    def pay(self):\n        return charge(1)\n",
+        "README.md": "# Demo\n\n## Install\n\nRun it.\n"})
     (src / "lib").mkdir()
     (src / "lib" / "util.py").write_text("def helper():\n    return 42\n")
     os.chmod(src / "app.py", 0o755)

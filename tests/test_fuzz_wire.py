@@ -15,7 +15,7 @@ import re
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings, strategies as st
 
-from conftest import Worker, git
+from conftest import Worker, git_repo
 from helpers import human_key, init_repo, login, start_session
 from lonca.service import daemon  # noqa: F401  (loads every method module)
 from lonca.service import schemas
@@ -33,13 +33,9 @@ HOLE_JSON = json.dumps(HOLE)
 def target(tmp_path_factory):
     """One worker, a repository imported from git, alice logged in, an agent session with a lease."""
     tmp = tmp_path_factory.mktemp("fuzz")
-    src = tmp / "src"
-    src.mkdir()
-    git("init", "-q", "-b", "main", cwd=src)
-    (src / "app.py").write_text("def charge(amount):\n    return amount * 2\n\n\nclass Client:\n    def pay(self):\n        return 1\n")
-    (src / "README.md").write_text("# Demo\n\n## Install\n\nRun it.\n")
-    git("add", ".", cwd=src)
-    git("commit", "-qm", "first", cwd=src)
+    src = git_repo(tmp / "src", {
+        "app.py": "def charge(amount):\n    return amount * 2\n\n\nclass Client:\n    def pay(self):\n        return 1\n",
+        "README.md": "# Demo\n\n## Install\n\nRun it.\n"})
     w = Worker(tmp, None, {"LONCA_HUMANS": str(tmp / "humans")})
     os.environ["LONCA_HUMANS"] = w.env["LONCA_HUMANS"]  # human_key reads it
     w.start()

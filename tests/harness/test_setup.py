@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import git
+from conftest import git, git_repo
 from helpers import acquire
 
 SETUP_FILES = {".claude/settings.json", ".mcp.json", ".claude/CLAUDE.md"}
@@ -66,13 +66,7 @@ def test_setup_writes_only_in_the_workspace_and_never_a_local_change(repo_env, t
 
 def test_a_tracked_file_or_a_symlink_at_a_target_is_refused_and_nothing_written(worker, tmp_path, monkeypatch):
     from helpers import RepoEnv
-    src = tmp_path / "src"
-    src.mkdir()
-    git("init", "-q", "-b", "main", cwd=src)
-    (src / ".mcp.json").write_text("{}\n")
-    (src / "app.py").write_text("x = 1\n")
-    git("add", ".", cwd=src)
-    git("commit", "-qm", "first", cwd=src)
+    src = git_repo(tmp_path / "src", {".mcp.json": "{}\n", "app.py": "x = 1\n"})
     monkeypatch.setenv("LONCA_HUMANS", worker.env["LONCA_HUMANS"])
     env = RepoEnv(worker, src)
     ws = tmp_path / "ws"
