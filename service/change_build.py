@@ -24,10 +24,6 @@ def new_change_id() -> str:
     return "".join(chr(ord("z") - int(c, 16)) for c in secrets.token_bytes(16).hex())
 
 
-def is_change_id(value) -> bool:
-    return isinstance(value, str) and len(value) == 32 and all("k" <= c <= "z" for c in value)
-
-
 def check_files(value) -> list[dict]:
     """The file changes of a request, each path checked (service.paths) and named once."""
     if not isinstance(value, list) or len(value) > 100_000:

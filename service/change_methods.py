@@ -354,8 +354,8 @@ async def get(call: Call) -> dict:
     rec = rs.changes.get(p["change"])
     if rec is None:
         raise LoncaError("not_found", f"no change {p['change']}")
-    out = change_json(rs, rec)
-    out["evidence"] = await on_store(call, lambda store: [evidence_of(store, a) for a in rec.evidence])
+    out, attestations = change_json(rs, rec), list(rec.evidence)  # read on the loop: an integration replaces it
+    out["evidence"] = await on_store(call, lambda store: [evidence_of(store, a) for a in attestations])
     return out
 
 

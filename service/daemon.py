@@ -347,8 +347,9 @@ class Daemon:
         self._sweeper.cancel()
         await self.queue.stop()
         await self.server.close()
-        await self.log.settled()
-        await self.checkpoint(1)  # the next start replays nothing
+        if self.failed != "log writer" and not self.log.broken:  # else nothing will settle it
+            await self.log.settled()
+            await self.checkpoint(1)  # the next start replays nothing
         await self.log.stop()
         self.warmer.close()
         if self.symbols.store is not None:

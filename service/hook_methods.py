@@ -38,7 +38,6 @@ from .state import RepoState, SessionRec
 LEVELS = ("unobserved", "hooks", "hooks_sandbox", "isolated")  # lowest first
 EVENT_WAIT_MS = 600_000  # a before-tool event of an MCP tool waits this long for its mcp.call
 START_GRACE_MS = 10_000  # after a restart an event may have gone to the daemon before
-STOP_EVENT = {"claude-code", "codex", "gemini"}
 
 
 @dataclass
@@ -315,8 +314,6 @@ def stop_output(harness: str, paths: list[str], total: int) -> dict:
 async def hook_stop(call: Call) -> dict:
     p = call.params
     harness = p["harness"]
-    if harness not in STOP_EVENT:
-        raise LoncaError("invalid", f"{harness} has no stop event")
     files = local_files(p["files"])
     d, rs, me = call.ctx, call.repo_state(), call.auth.session
     _seen(call).last_hook_ms = d.now_ms()

@@ -230,8 +230,8 @@ class LogWriter:
             try:
                 await loop.run_in_executor(self._db, self.on_failure)
                 break
-            except Exception as e:
-                self.broken = db_cause(e)
+            except (SQLAlchemyError, OSError) as e:  # the database is still away; anything else (a log
+                self.broken = db_cause(e)              # that does not verify, a bug) stops the worker
                 log.warning("replaying the logs from %s failed (%s); trying again in %.1f s", self.db_name, self.broken, wait)
                 await asyncio.sleep(wait)
                 wait = min(wait * 2, longest)

@@ -71,9 +71,16 @@ class QueueRunner:
                     log.exception("the queue of %s failed; it is tried again on the next wake", rs.name)
                     await asyncio.sleep(1)
 
+    def _trunk_unlocked(self, rs: RepoState) -> None:
+        """`git` while a live process holds trunk's lock: the drain stops there and the queue waits
+        (a second between tries), instead of running the checks again and again meanwhile."""
+        if not gitstore.clear_stale_trunk_lock(self.d.config.store_path(rs.name)):
+            raise LoncaError("git", f"trunk's ref of {rs.name} is locked by a running process; the integration waits for it")
+
     async def _drain_once(self, rs: RepoState) -> None:
         """One candidate of up to batch_size changes: merged, verified once (bisected on a
         failure), then logged; trunk's ref moves after the entry is durable."""
+        self._trunk_unlocked(rs)
         batch = [self._queued(rs, cid) for cid in rs.queue[: max(1, rs.policy.batch_size)]]
         now, pol, repo, trunk, symbols = self.d.now_ms(), rs.policy, rs.name, rs.trunk, self.d.symbols
         snap = _Snapshot(pol, {q.change: rs.quota_reasons(rs.changes[q.change].session, now) for q in batch},
@@ -125,9 +132,7 @@ class QueueRunner:
         return Verdict(ok=not why, reasons=why, detail=attestations)
 
     async def _land(self, rs: RepoState, trunk_before: str, landed: list[tuple[QueuedChange, str]], attestations: list[dict]) -> None:
-        if not gitstore.clear_stale_trunk_lock(self.d.config.store_path(rs.name)):
-            log.warning("%s: trunk's ref is locked by a running process; the integration waits for the next wake", rs.name)
-            return
+        self._trunk_unlocked(rs)
 
         def decide() -> Draft:
             if rs.trunk != trunk_before or any(rs.changes[q.change].status["status"] != "queued" for q, _ in landed):

@@ -104,3 +104,5 @@ class StorePacker:
                 log.info("packed %d loose objects of %s in %.1f s", n, repo, time.monotonic() - t0)
             except (pygit2.GitError, OSError) as e:
                 log.warning("packing the store of %s failed (%s); tried again when it grows", repo, e)
+            except Exception:  # the thread goes on for the other stores and the next nudge
+                log.exception("packing the store of %s failed; tried again when it grows", repo)

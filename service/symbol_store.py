@@ -119,6 +119,8 @@ class SqliteTables:
                         con.executemany("INSERT OR REPLACE INTO tables VALUES (?, ?)", rows)
                 except (sqlite3.Error, RuntimeError) as e:  # RuntimeError: mentions grew meanwhile
                     log.warning("writing symbol tables to %s failed: %s", self.path, e)
+                except Exception:  # a cache: the batch is dropped below, the thread goes on
+                    log.exception("writing symbol tables to %s failed", self.path)
                 with self._cond:
                     for k, put in batch:
                         if self._pending.get(k) is put:
