@@ -7,13 +7,15 @@ import secrets
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse
 
-from lonca import webauthn
+from lonca import humansig, webauthn
+from lonca.humansig import fingerprint
 from lonca.client import Unreachable
+from lonca.harness import HARNESSES
 from lonca.protocol import LoncaError, now_ms, session_start_op
 
 from . import ceremonies
 from .enrolments import Refused
-from .guard import NotLoggedIn, call, client_of, describe, guard, refuse
+from .guard import NotLoggedIn, call, client_of, describe, guard, refuse, session_of
 
 NAME_RE = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 
@@ -71,7 +73,7 @@ async def register_begin(request: Request):
     except Refusal as e:
         return problem(str(e))
     options, challenge = ceremonies.registration_options(request.app.state.settings, human)
-    s.registration = {"challenge": challenge, "human": human}
+    s.registration = {"challenge": challenge, "human": human, "own": bool(body.get("own")) and s.logged_in}
     return JSONResponse({"ok": True, "options": options})
 
 
@@ -87,6 +89,11 @@ async def register_finish(request: Request):
                                              settings.rp_id, settings.origin, require_uv=False)
     except Exception as e:
         return problem(f"the key was not registered: {e}")
+    if s.logged_in and pending.get("own"):
+        # a further passkey of the human logged in here, enrolled next by their own signed
+        # human.enroll (the "enrol-own" step of static/webauthn.js), not a request others see
+        s.new_key = {"human": pending["human"], "key": key}
+        return JSONResponse({"ok": True, "next": "enrol-own", "message": f"Passkey registered for {pending['human']}; now sign its enrolment."})
     try:
         bootstrap = not await serves_repositories(request)
     except Unreachable as e:
@@ -131,16 +138,38 @@ async def _begin_login(request, s, body):
     return ceremonies.for_login(human, request.app.state.settings.login_ttl_ms), False, None
 
 
+async def _own_key(request: Request, s) -> dict:
+    """The key this browser session logged in with, as enrolled (whoami names only its public
+    part; a repository it is enrolled in has the whole key)."""
+    me = await call(request, "whoami")
+    for repo in me["repos"]:
+        key = (await call(request, "status", repo=repo))["humans"].get(s.human)
+        if key and key["public"] == me["key"]:
+            return {"alg": key["alg"], "public": key["public"]}     # status adds its recovery key
+    raise Refusal("your key is enrolled in no repository any more; log in again")
+
+
 async def _begin_init(request, s, body):
-    if not s.new_key:
+    """The first repository (bootstrap: the key just registered) or a further one (logged in:
+    the key of the session, whose token the worker's `bootstrap` credential then needs)."""
+    if s.logged_in:
+        human, key = s.human, await _own_key(request, s)
+    elif s.new_key:
+        human, key = s.new_key["human"], s.new_key["key"]
+    else:
         raise Refusal("register a key first (Enrol)")
     repo = _name(body.get("repo"), "the repository's name")
     import_from = (body.get("import_from") or "").strip() or None
     branch = (body.get("branch") or "").strip() or None
-    human, key = s.new_key["human"], s.new_key["key"]
+    profile = body.get("profile") or None
+    if profile not in (None, "cooperative", "hardened"):
+        raise Refusal("the profile is cooperative or hardened")
     prepared = await request.app.state.pool.call("repo.prepare_init", {
-        "repo": repo, "human": human, "human_key": key, "import_from": import_from, "branch": branch})
-    c = ceremonies.for_op("repo.init", repo, human, prepared["op"], f"create repository {repo} at {prepared['op']['trunk'][:12]}")
+        "repo": repo, "human": human, "human_key": key, "import_from": import_from, "branch": branch,
+        "profile": profile}, token=s.token if s.logged_in else None)
+    source = f" from {import_from}" + (f" (branch {prepared['branch']})" if prepared.get("branch") else "") if import_from else ""
+    c = ceremonies.for_op("repo.init", repo, human, prepared["op"],
+                          f"create repository {repo}{source} at {prepared['op']['trunk'][:12]}, profile {prepared['profile']}")
     return c, prepared["profile"] == "hardened", webauthn.credential(key).credential_id
 
 
@@ -173,10 +202,29 @@ async def _op_session(body, request, repo):
     paths = [p.strip() for p in str(body.get("paths") or "**").split(",") if p.strip()] or ["**"]
     op = session_start_op(f"{agent}-{secrets.token_hex(4)}", agent, now_ms() + hours * 3600_000, paths,
                           task=str(body.get("task") or "").strip() or None)
-    return op, f"start a session for {agent} on {', '.join(paths)} for {hours} h"
+    name = body.get("harness") or None
+    if name is not None and name not in HARNESSES:
+        raise Refusal(f"the harness is one of {', '.join(HARNESSES)}, or none")
+    if name:
+        op["harness"] = name    # signed: the level of its hooks is read for this harness only
+    return op, f"start a session for {agent} on {', '.join(paths)} for {hours} h" + (f" in {name}" if name else "")
 
 
 async def _op_enroll(body, request, repo):
+    """A key the logged-in human brings (a file key for the CLI, pasted as `lonca human key`
+    prints it, or a passkey just registered in this browser), or a waiting enrolment request."""
+    s = session_of(request)
+    if body.get("own"):
+        if not s.new_key:
+            raise Refusal("register the passkey first (it was not, or this page is old)")
+        human, key = s.new_key["human"], s.new_key["key"]
+        return {"op": "human.enroll", "human": human, "key": key}, f"enrol your passkey as {human} in {repo} (key {fingerprint(key)})"
+    if "public" in body:
+        human = _name(body.get("human"), "the name the key signs as")
+        key = humansig.file_key_from_text(str(body.get("public") or ""))
+        if key is None:
+            raise Refusal("paste the line `lonca human key` printed: ed25519: and 64 hex digits")
+        return {"op": "human.enroll", "human": human, "key": key}, f"enrol the file key of {human} in {repo} (fingerprint {fingerprint(key)})"
     r = request.app.state.enrolments.get(str(body.get("request") or ""))
     if r is None:
         raise Refusal("that enrolment request is gone (requests last a day); ask them to register again")
@@ -240,8 +288,12 @@ async def ceremony_finish(request: Request):
             res = await pool.call("human.login", {"sig": sig, "ttl_ms": c.ttl_ms})
             request.app.state.sessions.log_in(s, res["human"], res["token"], res["expires_ms"], credential.get("id"))
             return JSONResponse({"ok": True, "message": f"logged in as {res['human']}", "redirect": "/"})
+        if c.kind == "repo.init" and s.logged_in:
+            res = await call(request, "repo.init", {"op": c.op, "sig": sig})
+            return JSONResponse({"ok": True, "message": f"{c.summary}: created (seq {res['seq']})",
+                                 "redirect": f"/r/{c.repo}/review"})
         if c.kind == "repo.init":
-            res = await pool.call("repo.init", {"op": c.op, "sig": sig}, token=s.token if s.logged_in else None)
+            res = await pool.call("repo.init", {"op": c.op, "sig": sig})
             s.new_key = None
             request.app.state.sessions.rotate(s)
             return JSONResponse({"ok": True, "message": f"created {c.repo} (seq {res['seq']}); log in with the same key",
@@ -249,6 +301,8 @@ async def ceremony_finish(request: Request):
         res = await call(request, "human.submit", {"op": c.op, "sig": sig}, repo=c.repo)
     except (NotLoggedIn, LoncaError, Unreachable) as e:
         return worker_problem(e)
+    if c.kind == "human.enroll" and s.new_key and s.new_key["key"] == c.op["key"]:
+        s.new_key = None    # one passkey, one enrolment: another repository takes another registration
     if c.kind == "human.enroll" and res["decision"]["outcome"] == "allow":
         for r in request.app.state.enrolments.all():
             if r.human == c.op["human"] and r.key == c.op["key"]:
@@ -258,6 +312,8 @@ async def ceremony_finish(request: Request):
                       + (f" — {', '.join(res['decision']['reasons'])}" if res["decision"]["reasons"] else "")}
     if c.kind == "session.start" and "token" in res:
         out["agent_token"] = res["token"]  # shown once to the human who started it, never logged
+        # where it goes: `session join` reads it from stdin (never a command line) into the workspace
+        out["join"] = f"lonca session join --dir {c.repo}-{c.op['session']}"
     return JSONResponse(out)
 
 

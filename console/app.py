@@ -65,6 +65,7 @@ def create_app(settings: Settings) -> Starlette:
         Route("/enrol", pages.enrol),
         Route("/login", pages.login),
         Route("/repos", pages.repos),
+        Route("/keys", pages.keys),
         Route("/security", pages.security),
         Route("/r/{repo}/review", pages.review),
         Route("/r/{repo}/changes/{change}", pages.change),

@@ -8,7 +8,7 @@ real request (the console also rate-limits requests, see actions.register_finish
 import secrets
 from dataclasses import dataclass
 
-from lonca.canonical import sha256_hex
+from lonca.humansig import fingerprint
 from lonca.protocol import now_ms
 
 KEPT = 100
@@ -31,11 +31,6 @@ class Request:
     @property
     def fingerprint(self) -> str:
         return fingerprint(self.key)
-
-
-def fingerprint(key: dict) -> str:
-    h = sha256_hex(f"{key['alg']}:{key['public']}".encode())[:16]
-    return " ".join(h[i:i + 4] for i in range(0, 16, 4))
 
 
 class Enrolments:

@@ -77,6 +77,14 @@ async def repos(request: Request) -> Response:
                                           "namesakes": request.app.state.enrolments.namesakes()}, "_repos.html")
 
 
+@page
+async def keys(request: Request) -> Response:
+    names = await call(request, "repo.list")
+    states = await asyncio.gather(*(call(request, "status", repo=n) for n in names))
+    return render(request, "keys.html", {"repos": list(zip(names, states)),
+                                         "hardened": any(st["profile"] == "hardened" for st in states)})
+
+
 async def _policy_text(request: Request, repo: str, commit: str) -> str:
     """lonca.toml in force, empty when the policy commit has none (the defaults hold); read
     once a commit, as the page is drawn again on every log entry."""

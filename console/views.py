@@ -13,6 +13,7 @@ from pygments.token import STANDARD_TYPES
 from pygments.util import ClassNotFound
 
 from lonca import protocol
+from lonca.humansig import fingerprint
 
 MAX_DIFF_LINES = 20_000
 
@@ -111,4 +112,4 @@ def claim_rows(claim: dict | None, facts: dict | None) -> list[dict]:
 
 
 def register(env) -> None:
-    env.filters.update(actor=actor_label, age=age, clock=clock)
+    env.filters.update(actor=actor_label, age=age, clock=clock, fingerprint=fingerprint)

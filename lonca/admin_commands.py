@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Callable, Iterator
 
-from lonca import humankeys, paths
+from lonca import humankeys, humansig, paths
 from lonca import workspace as wsp
 from lonca.audit import database_problem, read_witnesses, verify_entries, witness_problem
 from lonca.canonical import canonical
@@ -25,13 +25,22 @@ def register(sub) -> None:
     i = command(sub, "init", "create a repository (empty, or imported from a git branch)", cmd_init, human=True)
     i.add_argument("repo")
     i.add_argument("--import", dest="import_from", metavar="PATH")
-    i.add_argument("--branch")
+    i.add_argument("--branch", help="the branch to import (default: the source's default branch)")
     i.add_argument("--profile", choices=["cooperative", "hardened"])
+    i.add_argument("--without-presence", action="store_true",
+                   help="hardened with a file key, which proves no presence (the profile says so)")
 
     h = sub.add_parser("human", help="your human key and session").add_subparsers(dest="human_cmd", metavar="COMMAND")
     command(h, "login", "open a human session with your file key", cmd_login, repo=True) \
         .add_argument("--ttl-ms", type=int, default=LOGIN_TTL_DEFAULT_MS)
     command(h, "whoami", "your human name and public key (local)", cmd_whoami, human=True)
+    command(h, "key", "make your file key if you have none, and print its public part to enrol", cmd_key, human=True)
+    en = command(h, "enrol", "enrol another key in a repository (signed with your file key)", cmd_enrol, repo=True)
+    en.add_argument("name", help="the name the key signs as")
+    which = en.add_mutually_exclusive_group(required=True)
+    which.add_argument("--public", help="a file key as `lonca human key` prints it (ed25519:<hex>)")
+    which.add_argument("--as-in", metavar="REPO", help="the key NAME has in that repository (e.g. your passkey, "
+                                                      "so the console shows a repository you made with the CLI)")
 
     command(sub, "status", "a repository's state", cmd_status, repo=True)
     lg = command(sub, "log", "a repository's log entries", cmd_log, repo=True,
@@ -88,14 +97,20 @@ def need_key(name: str) -> humankeys.HumanKey:
     key = humankeys.load_key(name)
     if key is None:
         raise Usage(f"no usable key for {name} at {humankeys.key_path(name)}: this needs a human enrolled in the "
-                    "repository (`lonca init <repo>` makes a key with a new repository); an agent runs it in its "
-                    "workspace, with the session token there")
+                    f"repository (`lonca human key --human {name}` makes a key, which an enrolled human enrols in the "
+                    "console's Keys page); an agent runs it in its workspace, with the session token there")
     return key
 
 
 def login(client: Client, name: str, repo: str | None = None, ttl_ms: int = LOGIN_TTL_DEFAULT_MS) -> dict:
     key = need_key(name)
-    res = client.call("human.login", {"sig": key.sign_login(repo, ttl_ms), "ttl_ms": ttl_ms}, repo=repo)
+    try:
+        res = client.call("human.login", {"sig": key.sign_login(repo, ttl_ms), "ttl_ms": ttl_ms}, repo=repo)
+    except LoncaError as e:
+        if e.code == "unauthenticated" and "bad_human_signature" in e.message:
+            raise LoncaError(e.code, f"{e.message}. Is this key enrolled? `lonca human key --human {name}` prints it; "
+                                     "a human enrolled in a repository enrols it (console: Keys, \"Enrol a file key\")") from None
+        raise
     path = humankeys.write_session(name, res["token"], res["expires_ms"])
     return {**res, "session_file": str(path)}
 
@@ -157,29 +172,44 @@ def reader(c: Client, args) -> tuple[str, Read]:
     return repo, lambda method, params=None: human_call(c, name, method, params, repo=repo)
 
 
+def own_key(name: str) -> tuple[humankeys.HumanKey, bool]:
+    """The human's file key, made when there is none; (key, whether it was made now)."""
+    key = humankeys.load_key(name)
+    if key is not None:
+        return key, False
+    if humankeys.key_path(name).exists():
+        raise Usage(f"{humankeys.key_path(name)} exists but is not a private regular file of yours; fix its mode (0600)")
+    return humankeys.create_key(name), True
+
+
 def cmd_init(args) -> int:
     name = human_name(args)
-    key = humankeys.load_key(name)
-    created = key is None
-    if created:
-        if humankeys.key_path(name).exists():
-            raise Usage(f"{humankeys.key_path(name)} exists but is not a private regular file of yours; fix its mode (0600)")
-        key = humankeys.create_key(name)
+    key, created = own_key(name)
     import_from = os.path.abspath(args.import_from) if args.import_from and "://" not in args.import_from and "@" not in args.import_from else args.import_from
     with Client() as c:
-        token = humankeys.read_session(name, now_ms())
+        # Once the worker serves a repository, creating another takes a human session (the
+        # seed's `bootstrap`): the saved one, else a login with this key, which must be enrolled.
+        # While it serves none, no session is needed (nor sent: a stale saved one would refuse).
+        token = None if c.call("ping")["bootstrap"] else human_token(c, name)
         params = {"repo": args.repo, "human": name, "human_key": key.public, "import_from": import_from,
-                  "branch": args.branch, "profile": args.profile}
-        prepared = c.call("repo.prepare_init", params, token=token)
+                  "branch": args.branch, "profile": args.profile, "without_presence": args.without_presence}
+        try:
+            prepared = c.call("repo.prepare_init", params, token=token)
+        except LoncaError as e:
+            if token is None or e.code != "unauthenticated":
+                raise
+            token = login(c, name)["token"]     # the saved session was gone (a restarted worker)
+            prepared = c.call("repo.prepare_init", params, token=token)
         res = c.call("repo.init", {"op": prepared["op"], "sig": key.sign_op(args.repo, prepared["op"])}, token=token)
     out = {"repo": args.repo, "trunk": prepared["op"]["trunk"], "seq": res["seq"], "decision": res["decision"],
-           "warnings": prepared["warnings"], "profile": prepared["profile"]}
+           "warnings": prepared["warnings"], "profile": prepared["profile"], "branch": prepared.get("branch")}
     if args.json:
         emit_json(out)
     else:
         if created:
             print(f"created your key {humankeys.key_path(name)}")
-        print(f"{paint('created', '32')} repository {args.repo} at trunk {out['trunk'][:12]} (seq {out['seq']}, profile {out['profile']})")
+        print(f"{paint('created', '32')} repository {args.repo} at trunk {out['trunk'][:12]} (seq {out['seq']}, profile {out['profile']}"
+              + (f", from branch {out['branch']})" if out["branch"] else ")"))
         for w in prepared["warnings"]:
             print(f"warning: {w}", file=sys.stderr)
     return decision_exit(res["decision"])
@@ -197,6 +227,47 @@ def cmd_login(args) -> int:
         print(f"logged in as {out['human']} until {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(out['expires_ms'] / 1000))}")
         print(f"  session file {out['session_file']}; repositories: {', '.join(repos) or 'none'}")
     return OK
+
+
+def cmd_key(args) -> int:
+    """The public part to paste into the console's "Enrol a file key" (or to read to the human
+    who enrols it), with the fingerprint both compare. The private key never leaves its file."""
+    name = human_name(args)
+    key, created = own_key(name)
+    public = f"{key.public['alg']}:{key.public['public']}"
+    out = {"human": name, **key.public, "created": created, "fingerprint": humansig.fingerprint(key.public)}
+    if args.json:
+        emit_json(out)
+    else:
+        if created:
+            print(f"created your key {humankeys.key_path(name)}", file=sys.stderr)
+        print(public)
+        print(f"name {name}, fingerprint {out['fingerprint']}: enrol it as {name} (console: Keys), "
+              f"then `lonca human login --human {name}`", file=sys.stderr)
+    return OK
+
+
+def cmd_enrol(args) -> int:
+    name = human_name(args)
+    with Client() as c:
+        repo = pick_repo(c, name, args.repo)
+        if args.public:
+            key = humansig.file_key_from_text(args.public)
+            if key is None:
+                raise Usage("--public is the line `lonca human key` prints: ed25519: and 64 hex digits")
+        else:
+            known = human_call(c, name, "status", repo=args.as_in)["humans"].get(args.name)
+            if known is None:
+                raise Usage(f"{args.name} is not enrolled in {args.as_in}")
+            key = {"alg": known["alg"], "public": known["public"]}
+        res = human_submit(c, name, repo, {"op": "human.enroll", "human": args.name, "key": key})
+    out = {"seq": res["seq"], "decision": res["decision"], "repo": repo, "human": args.name,
+           "fingerprint": humansig.fingerprint(key)}
+    if args.json:
+        emit_json(out)
+    else:
+        print(f"{paint(res['decision']['outcome'], '32')}  enrolled {args.name} in {repo} (fingerprint {out['fingerprint']}, seq {res['seq']})")
+    return decision_exit(res["decision"])
 
 
 def cmd_whoami(args) -> int:
@@ -367,7 +438,7 @@ def doctor_checks(name: str) -> tuple[str | None, list[dict]]:
         checks.append(_check("git", "warn", "git is not on PATH", "install git to use workspaces"))
     key = humankeys.load_key(name)
     if key is None:
-        checks.append(_check("human", "warn", f"no file key for {name}", "`lonca init <repo>` creates one"))
+        checks.append(_check("human", "warn", f"no file key for {name}", "`lonca human key` creates one, to enrol in the console's Keys page"))
     else:
         checks.append(_check("human", "pass", f"{name} has an ed25519 file key"))
     if client is not None and key is not None:

@@ -2,11 +2,12 @@
 key, and verification by key kind. Shared by the CLI (signing), the worker (verifying when an
 operation arrives) and `lonca audit verify` (verifying again, offline)."""
 import functools
+import re
 
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from lonca.canonical import canonical
+from lonca.canonical import canonical, sha256_hex
 from lonca.protocol import NONCE_MAX, NONCE_MIN, SIGNATURE_LIFETIME_MS, SIGNATURE_SKEW_MS
 
 INTENT_PURPOSE = "lonca-human-intent-v1"
@@ -26,6 +27,25 @@ def intent_bytes(repo: str, op: dict, nonce: str, issued_ms: int) -> bytes:
 def login_bytes(repo: str | None, human: str, ttl_ms: int, nonce: str, issued_ms: int) -> bytes:
     return canonical({"purpose": LOGIN_PURPOSE, "repo": repo, "human": human, "ttl_ms": ttl_ms,
                       "nonce": nonce, "issued_ms": issued_ms})
+
+
+def fingerprint(key: dict) -> str:
+    """Four groups of four hex digits that two people compare aloud to know they speak of the same
+    key (the CLI prints it beside a new file key, the console beside what it enrols)."""
+    h = sha256_hex(f"{key['alg']}:{key['public']}".encode())[:16]
+    return " ".join(h[i:i + 4] for i in range(0, 16, 4))
+
+
+FILE_KEY_RE = re.compile(r"^(?:ed25519:)?([0-9a-f]{64})$")
+
+
+def file_key_from_text(text: str) -> dict | None:
+    """A file key's public part as `lonca human key` prints it (`ed25519:<64 hex>`, or the hex
+    alone), as a human key; None for anything else, or a point no signature verifies against."""
+    m = FILE_KEY_RE.match(text.strip().lower())
+    if m is None or ed25519_key_problem(bytes.fromhex(m.group(1))):
+        return None
+    return {"alg": "ed25519", "public": m.group(1)}
 
 
 def sign_ed25519(private: Ed25519PrivateKey, message: bytes) -> str:

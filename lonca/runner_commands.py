@@ -2,6 +2,7 @@
 create, sync, propose, lease acquire / release / renew / interest, events, symbols, preview,
 negotiate, pending, approve, reject. Each takes --json and then prints one JSON value of the
 seed's shape on stdout (for symbols, preview and negotiate: the result of the method of that name)."""
+import getpass
 import secrets
 import sys
 from pathlib import Path
@@ -27,6 +28,9 @@ def register(sub) -> None:
     st.add_argument("--ttl-minutes", type=int, default=240)
     st.add_argument("--dir", help="the workspace folder (default: ./<repo>-<session>)")
     harness.add_start_args(st)
+    jn = command(s, "join", "make the workspace of a session a human started in the console (the token it "
+                            "showed once is read from stdin)", cmd_session_join)
+    jn.add_argument("--dir", help="the workspace folder (default: ./<repo>-<session>)")
     command(s, "end", "end the session of this workspace", cmd_session_end)
     command(s, "heartbeat", "tell the worker this session is alive", cmd_heartbeat)
 
@@ -116,6 +120,49 @@ def cmd_session_start(args) -> int:
            "scratch": scope["scratch"], "seq": res["seq"], "decision": res["decision"], "continues": None,
            "setup": harness.start_setup(args, ws.root, sid)}
     return _logged(args, out, f"session {sid} in {ws.root}")
+
+
+def read_agent_token() -> str:
+    """The agent token from stdin, never from the command line (which shells keep in their
+    history and `ps` shows): pasted at a prompt that does not echo, or piped."""
+    if sys.stdin.isatty():
+        token = getpass.getpass("the agent's token, shown once in the console (it is not echoed): ")
+    else:
+        token = sys.stdin.readline()
+    token = token.strip()
+    if not token.startswith("lonca_") or token.startswith("lonca_h_"):
+        raise Usage("that is not an agent token: paste the token the console showed once when it started the session")
+    return token
+
+
+def cmd_session_join(args) -> int:
+    """The CLI half of a session started in the console: the console signed session.start with
+    the human's passkey and showed the agent's token once; this puts it where `session start`
+    would have (<workspace>/.lonca/session, 0600) beside a checkout of trunk."""
+    token = read_agent_token()
+    with Client() as c:
+        me = c.call("whoami", {}, token=token)
+        rec = me.get("session")
+        if rec is None or "repo" not in me:
+            raise Usage("that token is not an agent session's")
+        repo, sid = me["repo"], rec["id"]
+        dest = Path(args.dir or f"{repo}-{sid}")
+        ws = wsp.create(c, repo, token, dest, sid)
+        wsp.write_token(ws.root, token, rec["expires_ms"])
+    setup = None
+    if rec.get("harness") in harness.HARNESSES:     # named in the signed session.start
+        setup = harness.setup(rec["harness"], ws.root)
+        refused = harness.refusals(ws.root, setup["files"])
+        if refused:
+            raise Usage(f"the workspace {ws.root} is ready, but its {rec['harness']} setup was refused: " + "; ".join(refused))
+        harness.write(ws.root, setup)
+    out = {"session": sid, "workspace": str(ws.root), "repo": repo, "expires_ms": rec["expires_ms"],
+           "paths": rec["scope"]["paths"], "scratch": rec["scope"].get("scratch", []), "setup": setup}
+    if args.json:
+        emit_json(out)
+    else:
+        print(f"{paint('joined', '32')}  session {sid} of {repo} in {ws.root}: cd there and work as the agent")
+    return OK
 
 
 def cmd_session_end(args) -> int:

@@ -37,17 +37,28 @@ def create_empty(path: Path, now_ms: int) -> str:
     return str(oid)
 
 
-def import_branch(path: Path, source: str, branch: str) -> str:
-    """A bare store whose trunk is `branch` fetched from `source`; `git` on any failure."""
+def default_branch(remote: pygit2.Remote) -> str:
+    """The branch the source's HEAD names (a repository made with `git init -b trunk`, or a
+    `master` one, has no `main`); `main` when the source names none, as a bundle may not."""
+    for head in remote.list_heads():
+        if head.name == "HEAD" and head.symref_target and head.symref_target.startswith("refs/heads/"):
+            return head.symref_target[len("refs/heads/"):]
+    return "main"
+
+
+def import_branch(path: Path, source: str, branch: str | None) -> tuple[str, str]:
+    """A bare store whose trunk is `branch` (default: the source's own default branch) fetched
+    from `source`; (trunk, the branch fetched). `git` on any failure."""
     repo = pygit2.init_repository(str(path), bare=True)
     try:
         remote = repo.remotes.create_anonymous(source)
+        branch = branch or default_branch(remote)
         remote.fetch([f"+refs/heads/{branch}:{TRUNK_REF}"], depth=0)
     except (pygit2.GitError, KeyError, ValueError) as e:
         shutil.rmtree(path, ignore_errors=True)
-        raise LoncaError("git", f"fetching {branch} from {source} failed: {e}") from None
+        raise LoncaError("git", f"fetching {branch or 'the default branch'} from {source} failed: {e}") from None
     try:
-        return str(repo.references[TRUNK_REF].target)
+        return str(repo.references[TRUNK_REF].target), branch
     except KeyError:
         shutil.rmtree(path, ignore_errors=True)
         raise LoncaError("git", f"{source} has no branch {branch}") from None

@@ -52,7 +52,7 @@ async def prepare_init(call: Call) -> dict:
     p = call.params
     d = call.ctx
     name, human, key = p["repo"], p["human"], check_key(p["human_key"])
-    source, branch = p.get("import_from"), p.get("branch") or "main"
+    source, branch = p.get("import_from"), p.get("branch")
     profile = p.get("profile") or "cooperative"
     without_presence = p.get("without_presence", False)
     if without_presence and profile != "hardened":
@@ -65,7 +65,7 @@ async def prepare_init(call: Call) -> dict:
     staging.parent.mkdir(parents=True, exist_ok=True)
     if source:
         _check_remote(call, source)
-        trunk = await asyncio.to_thread(gitstore.import_branch, staging, source, branch)
+        trunk, branch = await asyncio.to_thread(gitstore.import_branch, staging, source, branch)
     else:
         trunk = await asyncio.to_thread(gitstore.create_empty, staging, d.now_ms())
 
@@ -87,7 +87,9 @@ async def prepare_init(call: Call) -> dict:
           "policy": trunk, "trunk": trunk, "profile": profile}
     row = PreparedRow(op_hash=content_hash(op), kind="repo.init", staging=str(staging), created_ms=d.now_ms())
     await d.db_write([row])
-    return {"op": op, "warnings": warnings, "large_files": large, "tree_bytes": tree_bytes, "profile": profile}
+    # branch: what was imported (the source's default branch when none was named), for the human to check
+    return {"op": op, "warnings": warnings, "large_files": large, "tree_bytes": tree_bytes, "profile": profile,
+            "branch": branch}
 
 
 @method("repo.init", "bootstrap", writes=True)

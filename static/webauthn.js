@@ -47,11 +47,28 @@
     const credential = await navigator.credentials.create({publicKey: options});
     const done = await post("/webauthn/register/finish", {credential: credential.toJSON()});
     show(form, done.message, "ok");
+    if (done.next === "enrol-own") return sign(form);  // a passkey of the human logged in: sign its enrolment
     if (done.next === "bootstrap") {
       const next = document.getElementById("bootstrap");
       next.hidden = false;
       next.querySelector("input").focus();
     }
+  }
+
+  function shown(id, text) {
+    const code = document.createElement("code");
+    code.className = "once";
+    code.id = id;
+    code.textContent = text;
+    return code;
+  }
+
+  function copyButton(id, label) {
+    const b = document.createElement("button");
+    b.type = "button";
+    b.dataset.copy = "#" + id;
+    b.textContent = label;
+    return b;
   }
 
   async function sign(form) {
@@ -64,11 +81,11 @@
     const done = await post("/ceremony/finish", {ceremony: begun.ceremony, credential: credential.toJSON()});
     show(form, done.message, done.outcome === "deny" ? "error" : "ok");
     if (done.agent_token) {
-      const code = document.createElement("code");
-      code.className = "once";
-      code.textContent = done.agent_token;
       const out = form.querySelector("[data-ceremony-result]");
-      out.append(document.createElement("br"), "The agent's token, shown once: ", code);
+      out.append(document.createElement("br"), "The agent's token, shown once: ", shown("agent-token", done.agent_token),
+                 copyButton("agent-token", "Copy token"), document.createElement("br"),
+                 "Make the agent's workspace (lonca on PATH, as the worker's user) and paste the token when it asks: ",
+                 shown("join-command", done.join), copyButton("join-command", "Copy command"));
     }
     if (done.redirect) window.location.assign(done.redirect);
     else if (form.hasAttribute("data-reload")) setTimeout(() => window.location.reload(), 800);
