@@ -241,7 +241,7 @@ def test_bootstrap_and_logins(keyed):
 
 def test_cli_init_login_status_doctor(worker, source_repo, tmp_path):
     out = worker.cli_json("init", "demo", "--import", str(source_repo), "--branch", "main")
-    assert set(out) == {"repo", "trunk", "seq", "decision", "warnings", "profile"} and out["seq"] == 1
+    assert set(out) == {"repo", "trunk", "seq", "decision", "warnings", "profile", "branch"} and out["seq"] == 1
     key_file = tmp_path / "humans" / "alice.key"
     assert oct(key_file.stat().st_mode & 0o777) == "0o600"
     login = worker.cli_json("human", "login")
