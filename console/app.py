@@ -20,6 +20,7 @@ from .enrolments import Enrolments
 from .log_verification import LogVerification
 from .rate_limits import RateLimit
 from .settings import Settings
+from .timeline import Timelines
 
 ROOT = Path(__file__).resolve().parent.parent
 # Nothing loads from anywhere but this console: no CDN, no font service, no frames.
@@ -91,6 +92,7 @@ def create_app(settings: Settings) -> Starlette:
     app.state.anonymous_limit = RateLimit(per_client=60, window_ms=60_000)
     app.state.enrolment_limit = RateLimit(per_client=3, window_ms=600_000, overall=20)
     app.state.verification = LogVerification()
+    app.state.timelines = Timelines()
     app.state.policy_texts = {}     # (repo, policy commit) -> its lonca.toml: a commit never changes
     app.state.templates = Jinja2Templates(directory=ROOT / "templates")
     views.register(app.state.templates.env)

@@ -15,6 +15,8 @@ from pygments.util import ClassNotFound
 from lonca import protocol
 from lonca.humansig import fingerprint
 
+from .reasons import in_words
+
 MAX_DIFF_LINES = 20_000
 
 def actor_label(actor) -> str:
@@ -112,4 +114,4 @@ def claim_rows(claim: dict | None, facts: dict | None) -> list[dict]:
 
 
 def register(env) -> None:
-    env.filters.update(actor=actor_label, age=age, clock=clock, fingerprint=fingerprint)
+    env.filters.update(actor=actor_label, age=age, clock=clock, fingerprint=fingerprint, in_words=in_words)

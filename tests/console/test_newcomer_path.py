@@ -12,7 +12,7 @@ from playwright.sync_api import expect
 
 from conftest import git, git_repo
 from console.browser_steps import bootstrap, sign
-from console.test_webauthn_console import token_of
+from console.test_webauthn_console import shot, token_of
 
 
 def source(path, branch: str, files: dict[str, str]):
@@ -59,6 +59,7 @@ def test_bootstrap_enrol_cli_key_new_repositories_agent_session_approve_integrat
     assert "allow" in result and fingerprint in result, result
     page.reload()
     expect(page.locator(".keys tr[data-repo=demo]")).to_contain_text(fingerprint)
+    shot(page, "keys")
 
     # 3. with it the CLI logs in and creates a second repository, from the source's default branch
     made = worker.cli("init", "second", "--human", "alice-cli", "--import", str(src), "--json", check=True)
@@ -95,6 +96,7 @@ def test_bootstrap_enrol_cli_key_new_repositories_agent_session_approve_integrat
     token = token_of(result)
     assert copy(page, page.locator("button[data-copy='#agent-token']")) == token
     join = copy(page, page.locator("button[data-copy='#join-command']"))
+    shot(page, "session-join")
     assert join.startswith("lonca session join --dir demo-ada-") and token not in join
     joined = worker.cli(*join.split()[1:], "--json", input=token + "\n", check=True)
     ws = json.loads(joined.stdout)["workspace"]
