@@ -1,7 +1,8 @@
 """The review console in a real Chromium: time from a log entry to the DOM update (p95 over 50
 entries; baseline: the same entries followed straight from the socket with the long poll the
 console's SSE uses), and the server time of the review page with 1 000 pending changes
-(baseline: the `status` call the page is built from)."""
+(baseline: the `status` call the page is built from), and a change's page, first viewed (its
+timeline read from the log) and drawn again (baseline: the three calls the page is built from)."""
 import os
 import re
 import socket
@@ -155,12 +156,20 @@ def main() -> None:
                 facts = c.call("facts.preview", {"base": trunk, "files": files}, token=child)["facts"]
                 claim = claim_from_facts(facts, f"note {i}")
                 c.call("change.propose", {"change": None, "base": trunk, "files": files, "claim": claim}, token=child)
-            pending = len(c.call("status", token=agent)["pending"])
-            status_ms = []
+            st = c.call("status", token=agent)
+            pending = len(st["pending"])
+            first = min(st["pending"], key=lambda x: x["seq"])["change"]     # the most log after it
+            entries_after = st["next_seq"] - min(x["seq"] for x in st["pending"])
+            status_ms, change_calls_ms = [], []
             for _ in range(20):
                 t = time.perf_counter()
                 c.call("status", token=agent)
                 status_ms.append((time.perf_counter() - t) * 1000)
+                t = time.perf_counter()
+                for method, params in (("change.get", {"change": first}), ("change.diff", {"change": first, "format": None}),
+                                       ("status", {})):
+                    c.call(method, params, token=agent)
+                change_calls_ms.append((time.perf_counter() - t) * 1000)
         page_ms = []
         with httpx.Client(base_url=url, cookies=cookies) as h:
             for _ in range(20):
@@ -168,6 +177,16 @@ def main() -> None:
                 r = h.get("/r/bench/review")
                 page_ms.append((time.perf_counter() - t) * 1000)
                 assert r.status_code == 200 and r.text.count("<tr data-seq=") == pending
+            # 3. a change page: the first view reads its timeline from the log, later ones only what is new
+            t = time.perf_counter()
+            r = h.get(f"/r/bench/changes/{first}")
+            change_first_ms = (time.perf_counter() - t) * 1000
+            assert r.status_code == 200 and 'data-kind="proposed"' in r.text
+            change_ms = []
+            for _ in range(20):
+                t = time.perf_counter()
+                h.get(f"/r/bench/changes/{first}")
+                change_ms.append((time.perf_counter() - t) * 1000)
     finally:
         console.terminate()
         console.wait(10)
@@ -177,4 +196,6 @@ def main() -> None:
         ("log entry -> DOM, median (ms)", median(dom), median(socket_lat), ""),
         (f"review page, {pending} pending, median (ms)", median(page_ms), median(status_ms), "< 150"),
         (f"review page, {pending} pending, p95 (ms)", pct(page_ms, 95), pct(status_ms, 95), "< 150"),
+        (f"change page, first view, timeline over {entries_after} entries (ms)", change_first_ms, median(change_calls_ms), ""),
+        ("change page, drawn again, median (ms)", median(change_ms), median(change_calls_ms), ""),
     ])
