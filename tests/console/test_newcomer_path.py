@@ -4,6 +4,7 @@ enrols a file key for the CLI and a second passkey; the CLI creates a second rep
 that file key and the console a third (hardened); the console starts an agent session whose
 workspace the CLI makes from the token shown once; the agent proposes from it, the browser
 approves, and the change integrates."""
+import base64
 import json
 import re
 from pathlib import Path
@@ -11,7 +12,7 @@ from pathlib import Path
 from playwright.sync_api import expect
 
 from conftest import git, git_repo
-from console.browser_steps import bootstrap, sign
+from console.browser_steps import bootstrap, login, sign
 from console.test_webauthn_console import shot, token_of
 
 
@@ -118,4 +119,13 @@ def test_bootstrap_enrol_cli_key_new_repositories_agent_session_approve_integrat
     events = json.loads(worker.cli("events", "--from", "1", "--json", cwd=ws, check=True).stdout)["events"]
     assert {"approved", "integrated"} <= {e["kind"] for e in events}
     assert worker.cli("audit", "verify").returncode == 0
+
+    # 9. the second passkey logs in on its own (the first one gone from this authenticator)
+    page.click("form.who button[type=submit]")
+    page.wait_for_url(re.compile(r"/login$"))
+    first = next(c for c in authenticator.credentials() if c["userHandle"] != base64.b64encode(b"alice-phone").decode())
+    authenticator.cdp.send("WebAuthn.removeCredential", {"authenticatorId": authenticator.id, "credentialId": first["credentialId"]})
+    login(page, console, "alice-phone")
+    page.wait_for_url(re.compile(r"/r/demo/review$"))
+    expect(page.locator("form.who")).to_contain_text("alice-phone")
 
