@@ -11,7 +11,8 @@ import pygit2
 from sqlalchemy.exc import DatabaseError
 from sqlmodel import Session, select
 
-from lonca.audit import ChainVerifier, database_problem, read_witnesses, witness_problem
+from lonca.audit import ChainVerifier, read_witnesses, witness_problem
+from lonca.database_errors import database_problem
 from lonca.protocol import LoncaError
 from lonca.queue.checks import reap_leftovers, record_in
 from lonca.symbols import SymbolCache

@@ -26,6 +26,7 @@ from sqlmodel import Session, SQLModel
 
 from lonca.audit import write_witness
 from lonca.canonical import canonical, sha256_hex
+from lonca.database_errors import db_cause
 from lonca.protocol import LOG_FORMAT, ZERO_HASH, LoncaError
 
 from .state import State
@@ -35,13 +36,6 @@ from .store import LogRow
 DAEMON = {"kind": "daemon"}
 log = logging.getLogger("lonca.log")
 RECOVER_BACKOFF_S = (0.1, 5.0)  # first and longest wait between replays while the database is away
-
-
-def db_cause(e: BaseException) -> str:
-    """One line about a database failure: the driver's error, without the SQL or its parameters."""
-    inner = getattr(e, "orig", None) or e
-    text = (str(inner).strip().splitlines() or [""])[0][:200]
-    return f"{type(inner).__name__}: {text}" if text else type(inner).__name__
 
 
 @dataclass
