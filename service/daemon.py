@@ -36,7 +36,7 @@ from .symbol_store import SqliteTables
 from .symbol_warmer import SymbolWarmer
 from .store import CheckpointRow, LogRow, NonceRow, TokenRow, open_engine, repos_in_log
 from .store_packer import StorePacker
-from .supervision import supervise
+from .supervision import WorkerStops, supervise
 
 log = logging.getLogger("lonca.daemon")
 REPLAY_PAGE = 5000
@@ -280,10 +280,7 @@ class Daemon:
                 try:
                     await asyncio.to_thread(self.db_lock.keep)
                 except LoncaError as e:
-                    log.error("%s", e.message)
-                    self._fatal("database lock")
-                    await self.stopping.wait()
-                    return  # the stop cancels this task first
+                    raise WorkerStops("database lock", e.message) from None
             now = self.now_ms()
             self.state.forget_spent_nonces(now)
             for k in [k for k in self.told if not self._live(*k)]:  # in place: the Context holds this dict

@@ -228,3 +228,4 @@ def test_a_worker_whose_database_lock_is_taken_stops(worker, database_url):
         assert worker.proc.wait(20) != 0
     out = worker.output.read_text()
     assert "another worker already runs on the database" in out and "the worker's database lock failed" in out
+    assert "sweeper" not in out and "Traceback" not in out  # the lock's end, told once: not the sweeper's
