@@ -43,7 +43,10 @@ class Draft:
     """What a decision wants logged. `rows` are other rows committed in the same transaction;
     `result` turns the appended entry into the method's answer and has no other effect;
     `after_commit` runs once the entry is durable, before the answer, never when the commit
-    failed: whatever makes the entry effective outside the log (a token usable, the queue woken)."""
+    failed: whatever makes the entry effective outside the log (a token usable, the queue woken).
+    `after_failed_commit` runs when the commit failed, once the replay that follows has made the
+    state the durable log's again (a commit cut short may have committed all the same: the state
+    says): it puts back what the decision did outside the state that the log does not hold."""
     actor: dict
     op: dict
     decision: dict
@@ -54,6 +57,7 @@ class Draft:
     rows: list[SQLModel] = field(default_factory=list)
     result: Callable[[dict], dict] | None = None
     after_commit: list[Callable[[], None]] = field(default_factory=list)
+    after_failed_commit: list[Callable[[], None]] = field(default_factory=list)
 
 
 def allow(*reasons: str) -> dict:
@@ -188,6 +192,12 @@ class LogWriter:
                 if not fut.done():
                     fut.set_exception(self.down())
             await self._recover()
+            for _, _, draft, seq in answers:
+                try:
+                    for undo in draft.after_failed_commit:
+                        undo()
+                except Exception:  # what is left behind is the operator's to clear; the writer goes on
+                    log.exception("putting back what the entry %d of the failed commit did failed", seq)
             return
         self._durable = self._applied
         for e in entries:
