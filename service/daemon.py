@@ -14,7 +14,7 @@ from sqlmodel import Session, select
 from lonca.audit import ChainVerifier, read_witnesses, witness_problem
 from lonca.database_errors import database_problem
 from lonca.protocol import LoncaError
-from lonca.queue.checks import reap_leftovers, record_in
+from lonca.queue.checks import DIE_WITH_WORKER, reap_leftovers, record_in
 from lonca.symbols import SymbolCache
 
 from . import auth, checkpoint, daemonkey, gitstore, schemas, store as db, worker_lock
@@ -97,6 +97,8 @@ class Daemon:
             if killed:
                 log.warning("killed %d processes of checks a previous worker left running", killed)
             record_in(checks_dir)
+            if not DIE_WITH_WORKER:
+                log.warning("setpriv (util-linux) is not on PATH: a check outlives a SIGKILL of the worker until its next start")
             await asyncio.to_thread(self._replay, started)
         except DatabaseError as e:
             raise database_problem(e, self.engine.url.render_as_string(hide_password=True) if self.engine else url) from None
