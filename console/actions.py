@@ -103,13 +103,16 @@ async def register_finish(request: Request):
         request.app.state.sessions.rotate(s)  # this session now holds a key: a new id
         return JSONResponse({"ok": True, "next": "bootstrap", "csrf": s.csrf,
                              "message": f"Key registered for {pending['human']}. Now create the first repository with it."})
-    why = request.app.state.enrolment_limit.allow(client_of(request))
-    if why:
-        refuse(request, "rate_limited", 429, f"too many enrolment requests: {why}")
-    try:
-        r = request.app.state.enrolments.add(pending["human"], key, client_of(request))
-    except Refused as e:
-        refuse(request, "enrolment_refused", 429, str(e))
+    enrolments = request.app.state.enrolments
+    r = enrolments.waiting(pending["human"], key)
+    if r is None:  # a retry of a waiting request is that request: it spends no quota
+        why = request.app.state.enrolment_limit.allow(client_of(request))
+        if why:
+            refuse(request, "rate_limited", 429, f"too many enrolment requests: {why}")
+        try:
+            r = enrolments.add(pending["human"], key, client_of(request))
+        except Refused as e:
+            refuse(request, "enrolment_refused", 429, str(e))
     return JSONResponse({"ok": True, "next": "wait", "message":
                          f"Key registered for {r.human}. An enrolled human enrols you from Repositories; "
                          f"check with them that the fingerprint is {r.fingerprint}. Then log in."})

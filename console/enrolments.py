@@ -37,12 +37,16 @@ class Enrolments:
     def __init__(self):
         self._requests: dict[str, Request] = {}
 
-    def add(self, human: str, key: dict, client: str) -> Request:
+    def waiting(self, human: str, key: dict) -> Request | None:
+        """The request already waiting for this human and key (a retry is that request)."""
         self._forget_old()
+        return next((r for r in self._requests.values() if r.human == human and r.key == key), None)
+
+    def add(self, human: str, key: dict, client: str) -> Request:
+        same_key = self.waiting(human, key)
+        if same_key is not None:
+            return same_key
         same = [r for r in self._requests.values() if r.human == human]
-        for r in same:
-            if r.key == key:
-                return r
         if len(same) >= PER_NAME:
             raise Refused(f"{len(same)} enrolment requests for {human} wait already; an enrolled human "
                           "declines the wrong ones on Repositories, then register again")

@@ -21,7 +21,6 @@ class RateLimit:
     def allow(self, client: str) -> str | None:
         """None if one more is allowed now (and counts it), else why not."""
         now = now_ms()
-        self._trim(self._all, now)
         mine = self._by_client.get(client)
         if mine is None:
             mine = self._by_client[client] = deque()
@@ -32,8 +31,10 @@ class RateLimit:
         minutes = max(1, self.window_ms // 60_000)
         if len(mine) >= self.per_client:
             return f"at most {self.per_client} from one address in {minutes} min; try again later"
-        if self.overall is not None and len(self._all) >= self.overall:
-            return f"at most {self.overall} from everyone in {minutes} min; try again later"
+        if self.overall is not None:  # else nothing counts everyone's
+            self._trim(self._all, now)
+            if len(self._all) >= self.overall:
+                return f"at most {self.overall} from everyone in {minutes} min; try again later"
+            self._all.append(now)
         mine.append(now)
-        self._all.append(now)
         return None

@@ -11,7 +11,8 @@ from typing import Callable, Iterator
 
 from lonca import humankeys, humansig, paths
 from lonca import workspace as wsp
-from lonca.audit import database_problem, read_witnesses, verify_entries, witness_problem
+from lonca.audit import read_witnesses, verify_entries, witness_problem
+from lonca.database_errors import database_problem
 from lonca.canonical import canonical
 from lonca.client import DAEMON_TOML, Client, Unreachable, checked_ping
 from lonca.output import OK, REFUSED, Usage, command, decision_exit, emit_json, paint

@@ -12,7 +12,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from lonca import humansig
 from lonca.canonical import canonical, sha256_hex
-from lonca.protocol import ZERO_HASH, LoncaError
+from lonca.protocol import ZERO_HASH
 
 # Operations whose allowed entry changes which key a human signs with.
 KEY_OPS = {"human.enroll", "human.rotate", "human.recover"}
@@ -132,18 +132,6 @@ def verify_entries(repo: str, rows: Iterable[tuple[str, str, str]]) -> tuple[int
             return count, problem
         count += 1
     return count, None
-
-
-def database_problem(e: Exception, name: str) -> LoncaError:
-    """A clear error for a database that cannot be opened or read (`e` a SQLAlchemy
-    DatabaseError), for the worker's start and `audit verify` alike: a damaged file is
-    `integrity` (restore a backup), anything else is I/O (`internal`)."""
-    cause = (str(getattr(e, "orig", None) or e).strip().splitlines() or [""])[0][:200]
-    if any(w in cause for w in ("malformed", "not a database", "corrupt")):
-        return LoncaError("integrity", f"the database {name} is damaged ({cause}); restore it from a backup "
-                                       "(or try `sqlite3 FILE .recover`), then run `lonca audit verify`")
-    return LoncaError("internal", f"the database {name} cannot be used ({cause}); check that it is running "
-                                  "and reachable, then try again")
 
 
 # -- the witness of a log's head -----------------------------------------------------------------

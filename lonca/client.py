@@ -117,11 +117,10 @@ class Backoff:
 
     def wait(self) -> bool:
         """Sleep before the next try; False when the budget is spent."""
-        left = self.end - time.monotonic()
-        if left <= 0:
+        delay = self.next_delay()
+        if delay is None:
             return False
-        time.sleep(min(self.delay, left))
-        self.delay *= 2
+        time.sleep(delay)
         return True
 
     def next_delay(self) -> float | None:

@@ -12,7 +12,10 @@ A process that leaves the group (setsid) escapes this; containing it needs a san
 the worker's business.
 
 Checks end with the worker. The check's first process gets SIGKILL when the thread that started
-it dies (PR_SET_PDEATHSIG, so a SIGKILL of the worker takes it along); `kill_running` kills every
+it dies (PR_SET_PDEATHSIG, so a SIGKILL of the worker takes it along): util-linux's `setpriv
+--pdeathsig KILL` sets it and execs the check, since a `preexec_fn` (Python code between fork and
+exec) is unsafe in the worker's threaded process; without setpriv there is no death signal and
+the next start's reaping is what is left. `kill_running` kills every
 running group at a shutdown; and each running group is recorded in a directory (`record_in`) so
 that the next start kills what a killed worker left behind in those groups (`reap_leftovers`).
 A record names the group and its leader's start time on this boot: a process is killed only if
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import os
 import selectors
+import shutil
 import signal
 import subprocess
 import threading
@@ -32,25 +36,9 @@ from pathlib import Path
 TAIL_BYTES = 32 * 1024
 _READ = 65536
 _DRAIN_S = 2.0
-PR_SET_PDEATHSIG = 1
-
-
-def _die_with_parent():
-    """In the check's child before exec: SIGKILL when the thread that forked it dies."""
-    if _prctl is not None:
-        _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-
-
-def _load_prctl():
-    # resolved once, before any fork: the child only calls it
-    try:
-        import ctypes
-        return ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):
-        return None
-
-
-_prctl = _load_prctl()
+_SETPRIV = shutil.which("setpriv")
+# the prefix that execs a check with its death signal set (`--` ends setpriv's own options)
+DIE_WITH_WORKER = [_SETPRIV, "--pdeathsig", "KILL", "--"] if _SETPRIV else []
 
 
 class _Groups:
@@ -187,10 +175,15 @@ def run_check(argv: list[str], cwd: Path, env_names: list[str] | tuple[str, ...]
     """Run one check to its end, its timeout or its byte cap; never raises for the check's
     own behaviour (a missing program is an `error` run)."""
     start = time.monotonic()
+    env = child_env(env_names)
+    # looked up as exec will (PATH, or relative to the tree): setpriv would only exit 127 saying so
+    if shutil.which(str(cwd / argv[0]) if "/" in argv[0] else argv[0], path=env["PATH"]) is None:
+        return CheckRun(list(argv), "error", None, _ms(start), False, False, b"", False,
+                        f"could not start {argv[0]!r}: no executable file by that name in the tree or on PATH")
     try:
-        proc = subprocess.Popen(argv, cwd=str(cwd), env=child_env(env_names), stdin=subprocess.DEVNULL,
+        proc = subprocess.Popen(DIE_WITH_WORKER + list(argv), cwd=str(cwd), env=env, stdin=subprocess.DEVNULL,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
-                                close_fds=True, preexec_fn=_die_with_parent)
+                                close_fds=True)
     except OSError as e:
         return CheckRun(list(argv), "error", None, _ms(start), False, False, b"", False,
                         f"could not start {argv[0]!r}: {e.strerror or e}")

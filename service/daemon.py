@@ -11,9 +11,10 @@ import pygit2
 from sqlalchemy.exc import DatabaseError
 from sqlmodel import Session, select
 
-from lonca.audit import ChainVerifier, database_problem, read_witnesses, witness_problem
+from lonca.audit import ChainVerifier, read_witnesses, witness_problem
+from lonca.database_errors import database_problem
 from lonca.protocol import LoncaError
-from lonca.queue.checks import reap_leftovers, record_in
+from lonca.queue.checks import DIE_WITH_WORKER, reap_leftovers, record_in
 from lonca.symbols import SymbolCache
 
 from . import auth, checkpoint, daemonkey, gitstore, schemas, store as db, worker_lock
@@ -35,7 +36,7 @@ from .symbol_store import SqliteTables
 from .symbol_warmer import SymbolWarmer
 from .store import CheckpointRow, LogRow, NonceRow, TokenRow, open_engine, repos_in_log
 from .store_packer import StorePacker
-from .supervision import supervise
+from .supervision import WorkerStops, supervise
 
 log = logging.getLogger("lonca.daemon")
 REPLAY_PAGE = 5000
@@ -96,6 +97,8 @@ class Daemon:
             if killed:
                 log.warning("killed %d processes of checks a previous worker left running", killed)
             record_in(checks_dir)
+            if not DIE_WITH_WORKER:
+                log.warning("setpriv (util-linux) is not on PATH: a check outlives a SIGKILL of the worker until its next start")
             await asyncio.to_thread(self._replay, started)
         except DatabaseError as e:
             raise database_problem(e, self.engine.url.render_as_string(hide_password=True) if self.engine else url) from None
@@ -279,10 +282,7 @@ class Daemon:
                 try:
                     await asyncio.to_thread(self.db_lock.keep)
                 except LoncaError as e:
-                    log.error("%s", e.message)
-                    self._fatal("database lock")
-                    await self.stopping.wait()
-                    return  # the stop cancels this task first
+                    raise WorkerStops("database lock", e.message) from None
             now = self.now_ms()
             self.state.forget_spent_nonces(now)
             for k in [k for k in self.told if not self._live(*k)]:  # in place: the Context holds this dict

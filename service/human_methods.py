@@ -108,14 +108,22 @@ async def repo_init(call: Call) -> dict:
     name = op["repo"]
     target = d.config.store_path(name)
 
+    def put_back() -> None:
+        """The commit failed and the log does not hold this repo.init: its store goes back to
+        the staging, so that the same signed op can be sent again."""
+        if d.state.repo(name) is None and target.exists():
+            shutil.move(target, prepared.staging)
+
     def decide() -> Draft:
         if d.state.repo(name):
             raise LoncaError("conflict", f"the repository {name} exists")
         signatures.check_op(d.state, name, op, sig, op["human_key"], d.now_ms())
         if target.exists():
             shutil.rmtree(target)
+        # in place before the commit: the state applied with the entry reads its policy there
         shutil.move(prepared.staging, target)
-        return Draft(actor={"kind": "human", "name": op["human"]}, op=op, decision=allow(), human=sig)
+        return Draft(actor={"kind": "human", "name": op["human"]}, op=op, decision=allow(), human=sig,
+                     after_failed_commit=[put_back])
 
     return await d.log.append(name, decide)
 

@@ -26,6 +26,7 @@ from sqlmodel import Session, SQLModel
 
 from lonca.audit import write_witness
 from lonca.canonical import canonical, sha256_hex
+from lonca.database_errors import db_cause
 from lonca.protocol import LOG_FORMAT, ZERO_HASH, LoncaError
 
 from .state import State
@@ -37,19 +38,15 @@ log = logging.getLogger("lonca.log")
 RECOVER_BACKOFF_S = (0.1, 5.0)  # first and longest wait between replays while the database is away
 
 
-def db_cause(e: BaseException) -> str:
-    """One line about a database failure: the driver's error, without the SQL or its parameters."""
-    inner = getattr(e, "orig", None) or e
-    text = (str(inner).strip().splitlines() or [""])[0][:200]
-    return f"{type(inner).__name__}: {text}" if text else type(inner).__name__
-
-
 @dataclass
 class Draft:
     """What a decision wants logged. `rows` are other rows committed in the same transaction;
     `result` turns the appended entry into the method's answer and has no other effect;
     `after_commit` runs once the entry is durable, before the answer, never when the commit
-    failed: whatever makes the entry effective outside the log (a token usable, the queue woken)."""
+    failed: whatever makes the entry effective outside the log (a token usable, the queue woken).
+    `after_failed_commit` runs when the commit failed, once the replay that follows has made the
+    state the durable log's again (a commit cut short may have committed all the same: the state
+    says): it puts back what the decision did outside the state that the log does not hold."""
     actor: dict
     op: dict
     decision: dict
@@ -60,6 +57,7 @@ class Draft:
     rows: list[SQLModel] = field(default_factory=list)
     result: Callable[[dict], dict] | None = None
     after_commit: list[Callable[[], None]] = field(default_factory=list)
+    after_failed_commit: list[Callable[[], None]] = field(default_factory=list)
 
 
 def allow(*reasons: str) -> dict:
@@ -194,6 +192,12 @@ class LogWriter:
                 if not fut.done():
                     fut.set_exception(self.down())
             await self._recover()
+            for _, _, draft, seq in answers:
+                try:
+                    for undo in draft.after_failed_commit:
+                        undo()
+                except Exception:  # what is left behind is the operator's to clear; the writer goes on
+                    log.exception("putting back what the entry %d of the failed commit did failed", seq)
             return
         self._durable = self._applied
         for e in entries:

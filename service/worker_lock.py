@@ -15,6 +15,7 @@ import logging
 import os
 from pathlib import Path
 
+from lonca.database_errors import db_cause
 from lonca.protocol import LoncaError
 
 log = logging.getLogger("lonca.daemon")
@@ -75,8 +76,7 @@ class DatabaseLock:
             self.acquire()
             log.warning("the worker's lock on %s was lost with its connection and is held again", self.name)
         except psycopg.Error as e:
-            log.warning("the worker's lock on %s is lost until the database answers (%s)", self.name,
-                        str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__)
+            log.warning("the worker's lock on %s is lost until the database answers (%s)", self.name, db_cause(e))
 
     def release(self) -> None:
         if self.conn is not None:

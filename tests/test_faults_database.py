@@ -12,7 +12,7 @@ import psycopg
 import pytest
 
 from conftest import PG_ADMIN
-from helpers import acquire
+from helpers import acquire, human_key, login
 from lonca.protocol import LoncaError
 
 PROMPT_S = 5.0  # an answer during an outage comes within this
@@ -170,6 +170,47 @@ def test_a_write_failure_is_logged_and_the_worker_recovers(repo_env):
 
 
 @pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+def test_a_repo_init_whose_commit_fails_leaves_no_store_and_can_be_sent_again(worker, source_repo, monkeypatch):
+    """The store of a repo.init is in place while its entry is applied; when the commit fails,
+    it goes back to its staging once the replay shows the log does not hold the init, and the
+    same signed op succeeds when sent again."""
+    monkeypatch.setenv("LONCA_HUMANS", worker.env["LONCA_HUMANS"])
+    key = human_key("alice")
+    c = worker.client(timeout=30).connect()
+    prepared = c.call("repo.prepare_init", {"repo": "demo", "human": key.name, "human_key": key.public,
+                                            "import_from": str(source_repo)})
+    [staging] = (worker.home / "repos" / ".staging").iterdir()
+    target = worker.home / "repos" / "demo.git"
+    signed = {"op": prepared["op"], "sig": key.sign_op("demo", prepared["op"])}
+    blocker = sqlite3.connect(worker.home / "lonca.db", timeout=1)
+    blocker.execute("BEGIN IMMEDIATE")  # the commit fails: the database is locked past its busy timeout
+    try:
+        with pytest.raises(LoncaError) as e:
+            c.call("repo.init", signed)
+        assert e.value.code == "internal" and "locked" in e.value.message
+    finally:
+        blocker.rollback()
+        blocker.close()
+    deadline = time.monotonic() + 20
+    while target.exists():  # put back after the replay
+        assert time.monotonic() < deadline, "the store of the failed repo.init was left in place"
+        time.sleep(0.1)
+    assert staging.is_dir() and not list((worker.home / "repos").glob("*.git"))
+    while True:
+        try:
+            res = c.call("repo.init", signed)
+            break
+        except LoncaError as e:
+            assert e.code == "internal" and time.monotonic() < deadline  # until the writer writes again
+            time.sleep(0.2)
+    assert res["seq"] == 1 and target.is_dir() and not staging.exists()
+    token = login(c, key)
+    assert c.call("status", repo="demo", token=token)["trunk"] == prepared["op"]["trunk"]
+    assert worker.cli("audit", "verify").returncode == 0
+    c.close()
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
 def test_a_damaged_sqlite_file_gives_a_clear_message(repo_env):
     w = repo_env.w
     w.stop()
@@ -228,3 +269,4 @@ def test_a_worker_whose_database_lock_is_taken_stops(worker, database_url):
         assert worker.proc.wait(20) != 0
     out = worker.output.read_text()
     assert "another worker already runs on the database" in out and "the worker's database lock failed" in out
+    assert "sweeper" not in out and "Traceback" not in out  # the lock's end, told once: not the sweeper's

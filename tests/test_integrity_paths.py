@@ -168,6 +168,10 @@ def test_names_and_lengths(repo_env):
         assert why in refused(c, agent, base, [fc(bad, "x")]), bad
     assert "symlink" in refused(c, agent, base, [fc(".gitmodules", "x", "symlink")])
     assert "submodule" in refused(c, agent, base, [fc("vendor", "x", "submodule")])
+    # the schema refuses a shape, change_build what a schema can not say (base64 that decodes)
+    assert "params.files[0].mode must be one of" in refused(c, agent, base, [fc("x.py", "x", "fifo")])
+    assert "params.files[0].content_b64 must be base64" in refused(c, agent, base, [{"path": "x.py", "content_b64": 7}])
+    assert "x.py: content_b64 is not base64" in refused(c, agent, base, [{"path": "x.py", "content_b64": "@@"}])
     ok = "é/" + "y" * 255  # multibyte names are fine within the limits
     assert preview(c, agent, base, [fc(ok, "x")])["facts"]["added_files"] == [ok]
 

@@ -15,7 +15,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from playwright.sync_api import expect
 
-from lonca.console import enrolments
+from lonca.console import enrolments, rate_limits
 from console.browser_steps import bootstrap, enrol, login, sign
 
 
@@ -23,9 +23,9 @@ def b64url(data: bytes) -> str:
     return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
 
 
-def register(console, human: str, address: str, public: bytes | None = None) -> httpx.Response:
+def register(console, human: str, address: str, public: bytes | None = None, cred_id: bytes | None = None) -> httpx.Response:
     """A registration as a script makes it: attestation "none", a fresh Ed25519 credential (or
-    the public key given)."""
+    the public key and credential id given: the same key sent again)."""
     url = console.url.replace("localhost", "127.0.0.1")
     with httpx.Client(base_url=url, timeout=30, transport=httpx.HTTPTransport(local_address=address)) as c:
         csrf = re.search(r'name="csrf-token" content="([^"]+)"', c.get("/enrol").text).group(1)
@@ -33,7 +33,7 @@ def register(console, human: str, address: str, public: bytes | None = None) -> 
         assert begun.status_code == 200, begun.text
         options = begun.json()["options"]
         public = public or Ed25519PrivateKey.generate().public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
-        cred_id = secrets.token_bytes(16)
+        cred_id = cred_id or secrets.token_bytes(16)
         auth_data = (hashlib.sha256(options["rp"]["id"].encode()).digest() + bytes([0x41]) + bytes(4) + bytes(16)
                      + len(cred_id).to_bytes(2, "big") + cred_id + cbor2.dumps({1: 1, 3: -8, -1: 6, -2: public}))
         client_data = json.dumps({"type": "webauthn.create", "challenge": options["challenge"], "origin": console.url,
@@ -57,8 +57,14 @@ def test_requests_are_rate_limited_never_replaced_and_can_be_declined(stack, new
     assert squat.status_code == 200, squat.text
     fake = re.search(r"fingerprint is ([0-9a-f ]{19})", squat.json()["message"]).group(1)
 
-    # one address: three requests in ten minutes, then refused
-    assert [register(console, f"spam{i}", "127.0.0.3").status_code for i in range(4)] == [200, 200, 200, 429]
+    # one address: three requests in ten minutes, then refused; a request sent again with the
+    # same key is the request already waiting, and spends nothing
+    again = {"public": Ed25519PrivateKey.generate().public_key().public_bytes(serialization.Encoding.Raw,
+                                                                             serialization.PublicFormat.Raw),
+             "cred_id": secrets.token_bytes(16)}
+    retries = [register(console, "spam", "127.0.0.3", **again) for _ in range(4)]
+    assert [r.status_code for r in retries] == [200] * 4 and len({r.json()["message"] for r in retries}) == 1
+    assert [register(console, f"spam{i}", "127.0.0.3").status_code for i in range(3)] == [200, 200, 429]
     # everyone: twenty in ten minutes (2 + 3 so far), then refused from a fresh address too
     for n in range(5):
         assert [register(console, f"bot{n}x{i}", f"127.0.1.{n}").status_code for i in range(3)] == [200] * 3
@@ -100,9 +106,21 @@ def test_requests_are_bounded_and_kept_in_order():
     assert [r.id for r in store.all()] == [r.id for r in first]  # nothing old pushed out
     assert store.add("h0", keys[0], "127.0.0.1") is first[0]  # the same key again is the same request
 
+    assert store.waiting("h0", keys[0]) is first[0] and store.waiting("h0", keys[1]) is None
+
     named = enrolments.Enrolments()
     for i in range(enrolments.PER_NAME):
         named.add("bob", {"alg": "ed25519", "public": secrets.token_hex(32)}, "127.0.0.1")
     with pytest.raises(enrolments.Refused, match="3 enrolment requests for bob wait already"):
         named.add("bob", {"alg": "ed25519", "public": secrets.token_hex(32)}, "127.0.0.1")
     assert named.namesakes() == {"bob": 3}
+
+
+def test_a_limit_without_an_overall_bound_counts_only_addresses():
+    limit = rate_limits.RateLimit(per_client=2, window_ms=60_000)
+    assert [limit.allow("a"), limit.allow("b"), limit.allow("a")] == [None, None, None]
+    assert "at most 2 from one address" in limit.allow("a") and limit.allow("b") is None
+    assert not limit._all  # nothing reads everyone's count: none is kept
+    bounded = rate_limits.RateLimit(per_client=2, window_ms=60_000, overall=3)
+    assert [bounded.allow(c) for c in "abc"] == [None, None, None]
+    assert "at most 3 from everyone" in bounded.allow("d")

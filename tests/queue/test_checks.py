@@ -2,6 +2,10 @@
 environment, the candidate tree as cwd; attestations and evidence in the seed's shapes."""
 from __future__ import annotations
 
+import ast
+import os
+import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -10,7 +14,7 @@ import pygit2
 
 from lonca.queue import (CheckSpec, attestation, checkout_tree, reasons,
                          run_check, store_log, verify_tree)
-from lonca.queue.checks import TAIL_BYTES
+from lonca.queue.checks import DIE_WITH_WORKER, TAIL_BYTES
 
 from queue_git import commit
 
@@ -41,6 +45,53 @@ def test_pass_and_fail(tmp_path):
 def test_missing_program_is_an_error(tmp_path):
     run = run_check(["/nonexistent/lonca-check"], tmp_path, [], 5, 1024)
     assert run.result == "error" and run.exit is None and "could not start" in run.error
+
+
+def test_a_program_is_found_in_the_tree_or_on_path(tmp_path):
+    script = tmp_path / "check.sh"
+    script.write_text("#!/bin/sh\necho tree\n")
+    script.chmod(0o755)
+    assert run_check(["./check.sh"], tmp_path, [], 30, 1024).output == b"tree\n"
+    assert run_check(["sh", "-c", "echo path"], tmp_path, [], 30, 1024).output == b"path\n"
+    script.chmod(0o644)
+    run = run_check(["./check.sh"], tmp_path, [], 30, 1024)
+    assert run.result == "error" and run.exit is None and "could not start './check.sh'" in run.error
+
+
+def test_the_check_dies_with_the_process_that_started_it(tmp_path):
+    """A SIGKILL of the process running a check (the worker) takes the check along: its death
+    signal, set by setpriv before the exec (Python code between fork and exec, a preexec_fn, is
+    unsafe in the worker's threaded process)."""
+    assert DIE_WITH_WORKER, "setpriv (util-linux) is missing: checks would outlive a killed worker"
+    pidfile = tmp_path / "check.pid"
+    check = f"import os, time; open({str(pidfile)!r}, 'w').write(str(os.getpid())); time.sleep(60)"
+    runner = subprocess.Popen([PY, "-c", "import sys, threading; from pathlib import Path; from lonca.queue import run_check; "
+                               "t = threading.Thread(target=run_check, args=(sys.argv[1:], Path('.'), [], 60, 1024)); "
+                               "t.start(); t.join()", PY, "-c", check], cwd=tmp_path)
+    try:
+        for _ in range(200):
+            if pidfile.exists() and pidfile.read_text():
+                break
+            time.sleep(0.05)
+        pid = int(pidfile.read_text())
+        assert Path(f"/proc/{pid}").exists()  # running
+    finally:
+        runner.kill()
+        runner.wait()
+    gone = _gone(pid)
+    if not gone:
+        os.kill(pid, signal.SIGKILL)
+    assert gone, "the check outlived the process that started it"
+
+
+def test_no_preexec_fn():
+    """Python documents preexec_fn as unsafe in a process with threads: none in Lonca's code."""
+    root = Path(__file__).resolve().parents[2]
+    found = [f"{path.relative_to(root)}:{node.lineno}"
+             for folder in ("lonca", "service", "queue", "symbols", "console") for path in (root / folder).rglob("*.py")
+             for node in ast.walk(ast.parse(path.read_text()))
+             if isinstance(node, ast.Call) and any(k.arg == "preexec_fn" for k in node.keywords)]
+    assert not found, found
 
 
 def test_no_shell_and_cwd_is_the_tree(tmp_path):

@@ -1,6 +1,8 @@
 """A logged entry's effects outside the log (a token made usable, the merge queue woken) run once
-the entry is durable, never when its commit failed (service/log.py, Draft.after_commit). The
-writer commits to a real SQLite file; the commit fails because its table is gone."""
+the entry is durable, never when its commit failed (service/log.py, Draft.after_commit); what a
+decision did outside the state is put back when its commit failed, after the replay
+(Draft.after_failed_commit). The writer commits to a real SQLite file; the commit fails because
+its table is gone."""
 import asyncio
 
 import pytest
@@ -26,6 +28,7 @@ def test_effects_run_after_the_commit_and_never_when_it_fails(tmp_path):
     key = Ed25519PrivateKey.generate()
     state, tokens, wake = State(), Tokens([]), asyncio.Event()
     replays = []
+    put_back: list = []  # whether the state held the repository when each put-back ran
 
     def replay() -> None:  # the worker replays the durable logs; here the table comes back
         replays.append(1)
@@ -39,7 +42,8 @@ def test_effects_run_after_the_commit_and_never_when_it_fails(tmp_path):
         effects_seen.append(seen)  # decided: nothing effective yet
         return Draft(actor=DAEMON, op=init_op(key), decision=allow(), rows=[row],
                      result=lambda entry: {"seen_at_answer": effects_seen[-1]},
-                     after_commit=[lambda: tokens.add(row), wake.set])
+                     after_commit=[lambda: tokens.add(row), wake.set],
+                     after_failed_commit=[lambda: put_back.append(state.repo("demo") is not None)])
 
     async def run():
         writer = LogWriter(engine, key, state, Clock(), replay, tmp_path)
@@ -51,12 +55,14 @@ def test_effects_run_after_the_commit_and_never_when_it_fails(tmp_path):
         with pytest.raises(LoncaError) as failed:
             await writer.append("demo", lambda: draft("lost", seen))
         assert failed.value.code == "internal"
-        while writer.broken:
+        while writer.broken or not put_back:
             await asyncio.sleep(0.01)
         assert replays and tokens.lookup("lost") is None and not wake.is_set()
+        assert put_back == [False]  # after the replay: the state is the log's, without the entry
 
         answer = await writer.append("demo", lambda: draft("kept", seen))
         assert answer["seq"] == 1 and tokens.lookup("kept") is not None and wake.is_set()
         assert seen == [("answer", False, False)] * 2  # decided and answered before any effect
+        assert put_back == [False]  # a commit that succeeds puts nothing back
         await writer.stop()
     asyncio.run(run())
