@@ -12,8 +12,9 @@ proposal and integration (bench_scale.integrations). Twice, on the same worker:
 Printed: heartbeat p50/p99/max and failed calls, baseline beside integrating, and the evictions.
 
 BENCH_FLEET_FILES (20000), BENCH_FLEET_AGENTS (1000), BENCH_FLEET_INTEGRATORS (50),
-BENCH_FLEET_CHANGES (500), BENCH_FLEET_BEAT_S (5: faster than the seed's timeout_ms / 3, for more
-samples), BENCH_FLEET_BASELINE_S (20), BENCH_FLEET_POOL (16), BENCH_FLEET_MODES ("own,shared").
+BENCH_FLEET_CHANGES (500), BENCH_FLEET_BEAT_S (10: three times the seed's rate of timeout_ms / 3 at
+the default 90 s, for more samples), BENCH_FLEET_BASELINE_S (20), BENCH_FLEET_POOL (64),
+BENCH_FLEET_MODES ("own,shared").
 """
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.bench_scale import change_files, integrations
+from bench.bench_scale import change_files, cpu_s, integrations
 from bench.scale_repo import build
 from bench.worker import BenchWorker, median, pct
 
@@ -62,14 +63,15 @@ def refused(w: BenchWorker) -> dict:
 
 def one_mode(w: BenchWorker, tokens_file: Path, mode: str, integrators: list[str], n_files: int,
              n_changes: int, first_file: int) -> dict:
-    pool, beat_s, baseline_s = int(env("POOL", "16")), float(env("BEAT_S", "5")), float(env("BASELINE_S", "20"))
+    pool, beat_s, baseline_s = int(env("POOL", "64")), float(env("BEAT_S", "10")), float(env("BASELINE_S", "20"))
     before = refused(w)
     t = time.perf_counter()
     fleet = Fleet(w, tokens_file, mode, pool, beat_s)
     ready_s = time.perf_counter() - t
-    b0 = time.monotonic()
+    b0, cpu0 = time.monotonic(), cpu_s(w.proc.pid)
     time.sleep(baseline_s)
     b1 = i0 = time.monotonic()
+    cpu1 = cpu_s(w.proc.pid)
     out = asyncio.run(integrations(w, integrators, n_files, n_changes, first_file))
     i1 = time.monotonic()
     got = fleet.stop()
@@ -81,6 +83,7 @@ def one_mode(w: BenchWorker, tokens_file: Path, mode: str, integrators: list[str
                       "heartbeat p99 (ms)": pct(beats, 99), "heartbeat max (ms)": max(beats, default=float("nan")),
                       "failed calls": len(failed)}
     fig["all"] = {"failed calls": len(got["failures"]), "failures": sorted({f[1] for f in got["failures"]}),
+                  "worker CPU a heartbeat, baseline (ms)": (cpu1 - cpu0) * 1000 / max(1, fig["baseline"]["heartbeats"]),
                   "every agent's first beat (s)": ready_s, "evicted": after["evicted"] - before["evicted"],
                   "busy": after["busy"] - before["busy"], "integrations/s": out["integrations/s"],
                   "ping p99 during integrations (ms)": out["ping p99 during integrations (ms)"]}
@@ -114,11 +117,11 @@ def main() -> None:
             shutil.rmtree(w.tmp, ignore_errors=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    print(f"{n_agents} agents heartbeating every {env('BEAT_S', '5')} s while {n_integrators} agents integrate "
+    print(f"{n_agents} agents heartbeating every {env('BEAT_S', '10')} s while {n_integrators} agents integrate "
           f"{n_changes} changes on {n_files} files; default caps; load average {os.getloadavg()[0]:.1f}")
     print(f"{'figure':<44}{'baseline':>12}{'integrating':>13}  target")
     for m, fig in results.items():
-        label = "one connection an agent" if m == "own" else f"a shared pool of {env('POOL', '16')}"
+        label = "one connection an agent" if m == "own" else f"a shared pool of {env('POOL', '64')}"
         print(f"-- {label}")
         for name in ("heartbeats", "heartbeat p50 (ms)", "heartbeat p99 (ms)", "heartbeat max (ms)", "failed calls"):
             target = {"heartbeat p99 (ms)": "< 50", "failed calls": "0"}.get(name, "")

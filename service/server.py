@@ -140,10 +140,16 @@ class SocketServer:
 
     def _fit_to_descriptors(self) -> None:
         """The connection caps fit the descriptor limit (seed: "less when it has few file
-        descriptors"), keeping FD_RESERVE for the rest of the worker."""
-        soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        descriptors"), keeping FD_RESERVE for the rest of the worker. The soft limit is raised
+        first as far as the hard one allows: 1 024, the usual soft default under a far higher hard
+        limit, cut the caps to 928 connections for nothing (issue 18: 1 000 agents)."""
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
         if soft == resource.RLIM_INFINITY:
             return
+        want = self.limits.max_conns + FD_RESERVE
+        if soft < want and (hard == resource.RLIM_INFINITY or soft < hard):
+            soft = want if hard == resource.RLIM_INFINITY else min(want, hard)
+            resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
         room = max(8, soft - FD_RESERVE)
         if room < self.limits.max_conns:
             log.warning("%d file descriptors allow %d connections (not %d); raise `ulimit -n` for more",
