@@ -83,7 +83,7 @@ def one_mode(w: BenchWorker, tokens_file: Path, mode: str, integrators: list[str
                       "heartbeat p99 (ms)": pct(beats, 99), "heartbeat max (ms)": max(beats, default=float("nan")),
                       "failed calls": len(failed)}
     fig["all"] = {"failed calls": len(got["failures"]), "failures": sorted({f[1] for f in got["failures"]}),
-                  "worker CPU a heartbeat, baseline (ms)": (cpu1 - cpu0) * 1000 / max(1, fig["baseline"]["heartbeats"]),
+                  "worker CPU in the baseline a heartbeat (ms)": (cpu1 - cpu0) * 1000 / max(1, fig["baseline"]["heartbeats"]),
                   "every agent's first beat (s)": ready_s, "evicted": after["evicted"] - before["evicted"],
                   "busy": after["busy"] - before["busy"], "integrations/s": out["integrations/s"],
                   "ping p99 during integrations (ms)": out["ping p99 during integrations (ms)"]}
