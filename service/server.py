@@ -204,8 +204,10 @@ class SocketServer:
 
     def _admit(self, peer: Peer) -> str | None:
         """Make room for a new connection: evict the longest-quiet idle one, or refuse (busy)."""
-        same_uid = [c for c in self._conns.values() if c.peer.uid == peer.uid]
-        for pool, cap in ((same_uid, self.limits.max_conns_per_uid), (list(self._conns.values()), self.limits.max_conns)):
+        for of_uid, cap in ((True, self.limits.max_conns_per_uid), (False, self.limits.max_conns)):
+            # listed after the eviction the uid's cap made, if any: the same connection counted
+            # twice made one new connection evict two when both caps were full
+            pool = [c for c in self._conns.values() if c.peer.uid == peer.uid or not of_uid]
             if len(pool) < cap:
                 continue
             idle = sorted((c for c in pool if not c.answering and not c.closing), key=lambda c: c.last_active)

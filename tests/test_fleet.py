@@ -5,11 +5,13 @@ quietest (`closed`) and the agent sends its heartbeat again on a new one; sharin
 each agent's beats exactly once: a request sent again after `closed` never ran twice. And a
 worker started under a low soft descriptor limit raises it to fit its caps."""
 import asyncio
+import json
 import random
 import resource
 import socket
 import subprocess
 import sys
+import time
 from collections import Counter
 
 import pytest
@@ -128,3 +130,27 @@ def test_a_low_soft_descriptor_limit_is_raised_to_fit_the_caps(tmp_path):
         for s in conns:
             s.close()
         w.stop()
+
+
+def test_a_new_connection_evicts_one_when_both_caps_are_full(make_worker):
+    """Caps equal (as a descriptor limit makes them): one eviction a new connection, not one per cap."""
+    w = make_worker({"LONCA_MAX_CONNS": "3", "LONCA_MAX_CONNS_PER_UID": "3"})
+    time.sleep(0.3)  # let the worker see the start-up probe's connection close
+
+    def ping(s: socket.socket, rid: int) -> dict:
+        s.sendall(json.dumps({"id": rid, "method": "ping", "params": {}}).encode() + b"\n")
+        return json.loads(s.makefile("rb").readline())
+    conns = []
+    try:
+        for i in range(4):
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.settimeout(10)
+            s.connect(str(w.socket))
+            conns.append(s)
+            assert ping(s, i + 1)["ok"]
+            time.sleep(0.05)
+        assert ping(conns[3], 9)["result"]["refused"]["evicted"] == 1
+        assert ping(conns[1], 9)["ok"] and ping(conns[2], 9)["ok"]
+    finally:
+        for s in conns:
+            s.close()
