@@ -2,21 +2,17 @@
 caps", here 30 agents at a per-uid cap of 4): with a connection each, the daemon evicts the
 quietest (`closed`) and the agent sends its heartbeat again on a new one; sharing one
 `ClientPool` of two connections, nothing is evicted. Either way no call fails, and the log holds
-each agent's beats exactly once: a request sent again after `closed` never ran twice. And a
-worker started under a low soft descriptor limit raises it to fit its caps."""
+each agent's beats exactly once: a request sent again after `closed` never ran twice. And one
+new connection evicts one connection, also where both caps are full."""
 import asyncio
 import json
 import random
-import resource
 import socket
-import subprocess
-import sys
 import time
 from collections import Counter
 
 import pytest
 
-from conftest import Worker
 from helpers import RepoEnv
 from lonca.async_client import AsyncClient, ClientPool
 
@@ -95,41 +91,6 @@ def test_agents_sharing_a_pool_stay_under_the_cap(capped_env):
     assert asyncio.run(main()) == []
     assert evicted(env) == before
     assert beats_logged(env) == Counter({s["session"]: BEATS for s in sessions})
-
-
-class LowSoftLimit(Worker):
-    """A worker started under `ulimit -Sn 256` with a hard limit of 4 096 (a soft 1 024 under a far
-    higher hard limit is the usual default)."""
-
-    def start(self) -> "Worker":
-        def limit():
-            resource.setrlimit(resource.RLIMIT_NOFILE, (256, 4096))
-        self.proc = subprocess.Popen([sys.executable, "-m", "lonca", "daemon"], env=self.env, cwd=self.tmp,
-                                     stdout=open(self.output, "ab"), stderr=subprocess.STDOUT, preexec_fn=limit)
-        from lonca.client import wait_until_answering
-        assert wait_until_answering(self.proc, self.socket, 30) is None, self.output.read_text()
-        return self
-
-
-def test_a_low_soft_descriptor_limit_is_raised_to_fit_the_caps(tmp_path):
-    w = LowSoftLimit(tmp_path, None).start()
-    conns = []
-    try:
-        limits = open(f"/proc/{w.proc.pid}/limits").read()
-        soft = next(line.split()[3] for line in limits.splitlines() if line.startswith("Max open files"))
-        assert int(soft) == 1024 + 96   # max_conns and the reserve, within the hard limit
-        for _ in range(300):            # more than 256 descriptors would have held
-            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            s.settimeout(10)
-            s.connect(str(w.socket))
-            conns.append(s)
-        with w.client() as c:
-            assert c.call("ping")["refused"]["evicted"] == 0
-        assert "file descriptors allow" not in w.output.read_text()
-    finally:
-        for s in conns:
-            s.close()
-        w.stop()
 
 
 def test_a_new_connection_evicts_one_when_both_caps_are_full(make_worker):
