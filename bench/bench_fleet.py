@@ -82,7 +82,7 @@ def one_mode(w: BenchWorker, tokens_file: Path, mode: str, integrators: list[str
         fig[phase] = {"heartbeats": len(beats), "heartbeat p50 (ms)": median(beats) if beats else float("nan"),
                       "heartbeat p99 (ms)": pct(beats, 99), "heartbeat max (ms)": max(beats, default=float("nan")),
                       "failed calls": len(failed)}
-    fig["all"] = {"failed calls": len(got["failures"]), "failures": sorted({f[1] for f in got["failures"]}),
+    fig["all"] = {"failed calls, the whole run": len(got["failures"]), "failures": sorted({f[1] for f in got["failures"]}),
                   "worker CPU in the baseline a heartbeat (ms)": (cpu1 - cpu0) * 1000 / max(1, fig["baseline"]["heartbeats"]),
                   "every agent's first beat (s)": ready_s, "evicted": after["evicted"] - before["evicted"],
                   "busy": after["busy"] - before["busy"], "integrations/s": out["integrations/s"],
