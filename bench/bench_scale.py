@@ -28,6 +28,7 @@ from pathlib import Path
 
 from bench.scale_repo import build, path_of, source
 from bench.worker import BenchWorker, median, pct
+from lonca.async_client import AsyncClient
 from lonca.client import wait_until_answering
 from lonca.protocol import claim_from_facts
 
@@ -41,31 +42,24 @@ TARGETS = {
 
 
 class Conn:
-    """One connection of JSON lines, one request at a time."""
+    """One connection of the project's asyncio client, one request at a time: it sends again after
+    the daemon's `closed` eviction, which a bench running beside many more connections meets."""
 
-    def __init__(self, reader, writer) -> None:
-        self.reader, self.writer, self.n = reader, writer, 0
+    def __init__(self, client: AsyncClient) -> None:
+        self.client = client
 
     @classmethod
     async def open(cls, socket: Path) -> "Conn":
-        return cls(*await asyncio.open_unix_connection(str(socket), limit=1 << 26))
+        client = AsyncClient(socket, timeout=300)
+        await client.connect()
+        return cls(client)
 
     async def call(self, method: str, params: dict | None = None, token: str | None = None,
                    repo: str | None = "bench"):
-        self.n += 1
-        req = {"id": self.n, "method": method, "params": params or {}}
-        if token:
-            req["token"] = token
-        if repo:
-            req["repo"] = repo
-        self.writer.write(json.dumps(req).encode() + b"\n")
-        resp = json.loads(await self.reader.readline())
-        if not resp["ok"]:
-            raise RuntimeError(f"{method}: {resp['error']}")
-        return resp["result"]
+        return await self.client.call(method, params, repo=repo, token=token)
 
     def close(self) -> None:
-        self.writer.close()
+        self.client.close()
 
 
 class Follower:
@@ -127,7 +121,8 @@ async def agent(socket: Path, token: str, follower: Follower, files: list[int], 
     return landed
 
 
-async def integrations(w: BenchWorker, tokens: list[str], n_files: int, n_changes: int) -> dict:
+async def integrations(w: BenchWorker, tokens: list[str], n_files: int, n_changes: int, first_file: int = 0) -> dict:
+    """`first_file` shifts the files edited, so a second run on one worker changes others."""
     socket = w.socket
     fconn = await Conn.open(socket)
     trunk = (await fconn.call("status", token=w.htoken))["trunk"]
@@ -139,7 +134,7 @@ async def integrations(w: BenchWorker, tokens: list[str], n_files: int, n_change
     previews: list[float] = []
     pinger = Pinger(socket)
     t0 = time.perf_counter()
-    landed = await asyncio.gather(*(agent(socket, tok, follower, [(a * per + k) * step for k in range(per)], previews)
+    landed = await asyncio.gather(*(agent(socket, tok, follower, [(a * per + k) * step + first_file for k in range(per)], previews)
                                     for a, tok in enumerate(tokens)))
     elapsed = time.perf_counter() - t0
     waits = pinger.stop()

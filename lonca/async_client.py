@@ -90,7 +90,13 @@ class AsyncClient:
 
 
 class ClientPool:
-    """A few connections shared by the console's requests; each call takes a free one."""
+    """Connections shared by the requests of one process, whatever their token: the console's
+    browser sessions, a runner's agents (seed 001: every request carries its own token and repo,
+    and a connection belongs to no session). Each call takes a free connection, opened on first
+    use, so the process holds at most `size` of them whatever the number of sessions: 1 000
+    agents in one process stay far under the daemon's 512 connections of one uid. A long poll
+    (`log` with wait_ms) holds its connection until it is answered: follow the log once for the
+    process, on a connection of its own, as the console's live stream does."""
 
     def __init__(self, path: Path | None = None, size: int = 8):
         self._free: asyncio.Queue[AsyncClient] = asyncio.Queue()

@@ -12,6 +12,7 @@ import errno
 import itertools
 import json
 import os
+import random
 import socket
 import stat
 import struct
@@ -110,10 +111,20 @@ def closed_before_reading(fresh: bool) -> dict:
 
 
 class Backoff:
-    """Waits that double from 10 ms, for as long as RETRY_S from the first."""
+    """Waits that double from 10 ms, for as long as RETRY_S from the first. Each wait is drawn
+    between half and all of its step: clients refused together (a burst of agents meeting a full
+    daemon) would otherwise come back together, each time."""
 
     def __init__(self, budget_s: float = RETRY_S):
         self.end, self.delay = time.monotonic() + budget_s, 0.01
+
+    def next_delay(self) -> float | None:
+        """The next wait in seconds, or None when the budget is spent."""
+        left = self.end - time.monotonic()
+        if left <= 0:
+            return None
+        delay, self.delay = min(self.delay * random.uniform(0.5, 1.0), left), self.delay * 2
+        return delay
 
     def wait(self) -> bool:
         """Sleep before the next try; False when the budget is spent."""
@@ -122,14 +133,6 @@ class Backoff:
             return False
         time.sleep(delay)
         return True
-
-    def next_delay(self) -> float | None:
-        """For an event loop: the next wait in seconds, or None when the budget is spent."""
-        left = self.end - time.monotonic()
-        if left <= 0:
-            return None
-        delay, self.delay = min(self.delay, left), self.delay * 2
-        return delay
 
 
 def check_peer(sock: socket.socket, uid: int, path) -> None:

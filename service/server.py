@@ -1,8 +1,10 @@
 """The socket server (seed 001, "Wire format"): framing, line caps, peer checks, and the limits on
 connections and time. It knows nothing of methods: each request goes to `handle`, answered in order.
 """
+import array
 import asyncio
 import errno
+import fcntl
 import json
 import logging
 import os
@@ -10,6 +12,7 @@ import re
 import resource
 import socket
 import struct
+import termios
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,6 +45,7 @@ class Peer:
 @dataclass
 class _Conn:
     peer: Peer
+    reader: asyncio.StreamReader
     writer: asyncio.StreamWriter
     last_active: float = field(default_factory=time.monotonic)
     answering: bool = False
@@ -136,10 +140,16 @@ class SocketServer:
 
     def _fit_to_descriptors(self) -> None:
         """The connection caps fit the descriptor limit (seed: "less when it has few file
-        descriptors"), keeping FD_RESERVE for the rest of the worker."""
-        soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        descriptors"), keeping FD_RESERVE for the rest of the worker. The soft limit is raised
+        first as far as the hard one allows: 1 024, the usual soft default under a far higher hard
+        limit, cut the caps to 928 connections for nothing (issue 18: 1 000 agents)."""
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
         if soft == resource.RLIM_INFINITY:
             return
+        want = self.limits.max_conns + FD_RESERVE
+        if soft < want and (hard == resource.RLIM_INFINITY or soft < hard):
+            soft = want if hard == resource.RLIM_INFINITY else min(want, hard)
+            resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
         room = max(8, soft - FD_RESERVE)
         if room < self.limits.max_conns:
             log.warning("%d file descriptors allow %d connections (not %d); raise `ulimit -n` for more",
@@ -194,18 +204,38 @@ class SocketServer:
 
     def _admit(self, peer: Peer) -> str | None:
         """Make room for a new connection: evict the longest-quiet idle one, or refuse (busy)."""
-        same_uid = [c for c in self._conns.values() if c.peer.uid == peer.uid]
-        for pool, cap in ((same_uid, self.limits.max_conns_per_uid), (list(self._conns.values()), self.limits.max_conns)):
+        for of_uid, cap in ((True, self.limits.max_conns_per_uid), (False, self.limits.max_conns)):
+            # listed after the eviction the uid's cap made, if any: the same connection counted
+            # twice made one new connection evict two when both caps were full
+            pool = [c for c in self._conns.values() if c.peer.uid == peer.uid or not of_uid]
             if len(pool) < cap:
                 continue
-            quiet = [c for c in pool if not c.answering and not c.closing]
-            if not quiet:
+            idle = sorted((c for c in pool if not c.answering and not c.closing), key=lambda c: c.last_active)
+            victim = next((c for c in idle if not self._sending(c)), None)
+            if victim is None:
                 return "busy"
-            victim = min(quiet, key=lambda c: c.last_active)
             self._close_with(victim, "closed", "the daemon is full and this connection was the quietest; "
                                                "open a new connection and send the request again")
             self.refused["evicted"] += 1
         return None
+
+    @staticmethod
+    def _sending(conn: _Conn) -> bool:
+        """Whether the peer has sent (part of) a request the daemon has not read yet: such a
+        connection is not quiet, it is about to be answered. A burst of new connections, each
+        sending at once, evicted each other with their requests unread, over and over, until
+        their clients gave up (issue 18: 30 agents at a cap of 4). The bytes may be in the
+        stream's buffer (fed, its task not yet run: asyncio has no public way to ask) or still in
+        the kernel's (the transport not yet polled, as for connections accepted in one batch)."""
+        if conn.line_started is not None or conn.reader._buffer:
+            return True
+        sock = conn.writer.get_extra_info("socket")
+        waiting = array.array("i", [0])
+        try:
+            fcntl.ioctl(sock.fileno(), termios.FIONREAD, waiting)
+        except OSError:
+            return False
+        return waiting[0] > 0
 
     def _close_with(self, conn: _Conn, code: str, message: str) -> None:
         conn.closing = True
@@ -227,9 +257,9 @@ class SocketServer:
         refusal = self._admit(peer)
         if refusal:
             self.refused["busy"] += 1
-            await self._refuse(reader, writer, "busy", "every connection is answering a request; send it again")
+            await self._refuse(reader, writer, "busy", "every connection is answering or sending a request; send it again")
             return
-        conn = _Conn(peer=peer, writer=writer)
+        conn = _Conn(peer=peer, reader=reader, writer=writer)
         self._conns[peer.conn_id] = conn
         try:
             await self._loop(conn, reader)

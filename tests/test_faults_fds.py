@@ -1,6 +1,7 @@
 """A worker with few file descriptors (issue 16, "File descriptors"): under `ulimit -n 256` its
 connection caps shrink to fit, so more connections than fit evict the quietest ones (`closed`)
-instead of failing accept, new ones are served, and its output stays small."""
+instead of failing accept, new ones are served, and its output stays small. Under a low soft
+limit and a higher hard one, it raises the soft limit instead (issue 18)."""
 import json
 import resource
 import socket
@@ -22,9 +23,11 @@ def database_url(request):
 
 
 class FewDescriptors(Worker):
+    nofile = (NOFILE, NOFILE)  # the soft and hard limits the worker starts under
+
     def start(self) -> "Worker":
         def limit():
-            resource.setrlimit(resource.RLIMIT_NOFILE, (NOFILE, NOFILE))
+            resource.setrlimit(resource.RLIMIT_NOFILE, self.nofile)
         self.proc = subprocess.Popen([sys.executable, "-m", "lonca", "daemon"], env=self.env, cwd=self.tmp,
                                      stdout=open(self.output, "ab"), stderr=subprocess.STDOUT, preexec_fn=limit)
         from lonca.client import wait_until_answering
@@ -114,3 +117,29 @@ def test_accept_out_of_descriptors_evicts_and_logs_one_line(tmp_path):
             s.close()
         proc.kill()
         proc.wait()
+
+
+class LowSoftLimit(FewDescriptors):
+    """A soft limit under a far higher hard one, as the usual 1 024 is."""
+    nofile = (NOFILE, 4096)
+
+
+def test_a_low_soft_limit_is_raised_to_fit_the_caps(tmp_path):
+    w = LowSoftLimit(tmp_path, None).start()
+    conns = []
+    try:
+        limits = open(f"/proc/{w.proc.pid}/limits").read()
+        soft = next(line.split()[3] for line in limits.splitlines() if line.startswith("Max open files"))
+        assert int(soft) == 1024 + 96   # max_conns and the reserve, within the hard limit
+        for _ in range(CONNECTIONS):    # more than NOFILE descriptors would have held
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.settimeout(10)
+            s.connect(str(w.socket))
+            conns.append(s)
+        conns[-1].sendall(b'{"id": 1, "method": "ping"}\n')
+        assert _line(conns[-1])["result"]["refused"]["evicted"] == 0
+        assert "file descriptors allow" not in w.output.read_text()
+    finally:
+        for s in conns:
+            s.close()
+        w.stop()
