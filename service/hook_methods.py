@@ -32,10 +32,10 @@ from .lease_model import FILE
 from .log import Draft, allow
 from .methods import Call, method
 from .paths import check_path
+from .policy import LEVELS
 from .read_methods import on_store
 from .state import RepoState, SessionRec
 
-LEVELS = ("unobserved", "hooks", "hooks_sandbox", "isolated")  # lowest first
 EVENT_WAIT_MS = 600_000  # a before-tool event of an MCP tool waits this long for its mcp.call
 START_GRACE_MS = 10_000  # after a restart an event may have gone to the daemon before
 
