@@ -180,7 +180,7 @@ async def _step(call: Call, rs: RepoState, base: str, rel: str, before: bytes | 
     if after is None:
         return None
     d = call.ctx
-    base_map = d.tree_maps.held(base)
+    base_map = d.tree_maps.held(base) if base in rs.trunks else None   # a trunk of this repository
     if base_map is not None and len(after) + len(before or b"") <= STEP_ON_LOOP_BYTES:
         return _step_facts(d.symbols, base_map, rel, before, after)
     symbols, maps = d.symbols, d.tree_maps
