@@ -90,6 +90,18 @@ def test_continue_takes_over_the_workspace_and_its_change_in_flight(repo_env, tm
     op = {**session_op("ada"), "scope": gone["scope"], "continues": old}
     assert env.submit(op)["decision"] == {"outcome": "deny", "reasons": ["session_continued"]}
 
+    # the replay of the log at a restart makes the same state
+    def kept() -> tuple:
+        st = env.status()
+        return ([{k: s[k] for k in ("id", "active", "continued_from", "continued_by", "level", "taint")}
+                 for s in st["sessions"]], st["leases"])
+    before = kept()
+    w.stop()
+    w.start()
+    env.client.close()
+    env.client = w.client().connect()
+    assert kept() == before
+
 
 def test_widen_taint_and_level_carry_over_and_what_can_not_be_continued(repo_env, tmp_path):
     env, w = repo_env, repo_env.w
