@@ -159,3 +159,21 @@ def test_session_start_scope_is_required_and_scratch_optional(repo_env, tmp_path
     assert session(env, op["session"])["scope"]["scratch"] == []
     # the log keeps the op as it was signed
     assert next(e for e in env.log() if e["entry"]["op"].get("session") == op["session"])["entry"]["op"]["scope"] == op["scope"]
+
+
+def test_scratch_is_read_without_taint_kept_by_a_continuation_and_not_added_without_widen(repo_env, tmp_path):
+    env, w = repo_env, repo_env.w
+    ws, notes, other = tmp_path / "ws", tmp_path / "notes", tmp_path / "other"
+    notes.mkdir()
+    other.mkdir()
+    first = json.loads(cli(w, "session", "start", "--repo", "demo", "--agent", "ada", "--scratch", str(notes),
+                           "--harness", "claude-code", "--no-setup", "--dir", str(ws), "--json").stdout)
+    assert first["scratch"] == [str(notes.resolve())]
+    read = {"hook_event_name": "PreToolUse", "tool_name": "Read", "tool_input": {"file_path": f"{notes}/plan.md"},
+            "cwd": str(ws), "workspace": str(ws), "harness": "claude-code"}
+    assert env.client.call("hook.event", read, token=token_of(ws))["decision"] == "allow"
+    assert session(env, first["session"])["taint"] is None
+    added = cli(w, "session", "start", "--continue", str(ws), "--scratch", str(notes), "--scratch", str(other), "--json")
+    assert added.returncode == 1 and json.loads(added.stdout)["decision"]["reasons"] == ["scope_widening:scratch"]
+    kept = json.loads(cli(w, "session", "start", "--continue", str(ws), "--json").stdout)
+    assert kept["scratch"] == [str(notes.resolve())] and kept["continues"] == first["session"]
