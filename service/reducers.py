@@ -113,11 +113,12 @@ def _session_start(st: State, rs: RepoState, entry: dict, op: dict, outcome: str
 def _take_over(rs: RepoState, old: SessionRec, new: SessionRec, t: int) -> None:
     """`new` continues `old`'s workspace (seed 001, session start --continue): taint, level and
     what was seen written carry over, so the files the old session left are judged as they were
-    seen; the old session ends; its leases end but for items pinned to a change in flight, which
+    seen, and so does its line's verification time ([quota]); the old session ends; its leases end but for items pinned to a change in flight, which
     pass to the new session with their sets."""
     old.continued_by, new.continued_from = new.id, old.id
     new.level, new.taint, new.unhooked, new.bound_ms = old.level, old.taint, old.unhooked, old.bound_ms
     new.written = dict(old.written)
+    new.verification_ms = old.verification_ms   # its line's so far; what follows adds to both
     if not old.ended:
         old.ended = True
         _end_session_sets(rs, old.id, t)
@@ -418,8 +419,8 @@ def _account(rs: RepoState, entry: dict, recs: list) -> None:
         return
     day = entry["time_ms"] // 86_400_000
     rs.verification_days[day] = rs.verification_days.get(day, 0) + ms
-    for rec in recs:
-        sess = rs.sessions.get(rec.session or "")
+    for rec in recs:   # on the workspace's session now, and up its line
+        sess = rs.sessions.get(rs.current(rec.session or ""))
         while sess is not None:
             sess.verification_ms += ms
             sess = rs.line_up(sess)
