@@ -9,7 +9,7 @@ from pathlib import Path
 
 from lonca import harness
 from lonca import workspace as wsp
-from lonca.admin_commands import human_name, human_submit, human_token, need_key, pick_repo, reader
+from lonca.admin_commands import human_call, human_name, human_submit, human_token, need_key, pick_repo, reader
 from lonca.client import Client
 from lonca.mcp_session import AgentSession
 from lonca.mcp_tools import BY_NAME
@@ -20,13 +20,18 @@ from lonca.protocol import now_ms, session_start_op
 def register(sub) -> None:
     s = sub.add_parser("session", help="agent sessions and their workspaces").add_subparsers(dest="session_cmd", metavar="COMMAND")
     st = command(s, "start", "start an agent session (signed by you) in a new workspace", cmd_session_start, repo=True)
-    st.add_argument("--agent", default="agent")
+    st.add_argument("--agent", help="the agent's name (default: agent, or the continued session's)")
     st.add_argument("--model")
     st.add_argument("--task")
-    st.add_argument("--paths", nargs="+", default=["**"], metavar="GLOB")
-    st.add_argument("--scratch", action="append", default=[], metavar="DIR")
+    st.add_argument("--paths", nargs="+", metavar="GLOB",
+                    help="the scope's paths (default: all, or the continued session's)")
+    st.add_argument("--scratch", action="append", metavar="DIR",
+                    help="a directory outside the workspace for the agent's notes and logs (repeatable)")
     st.add_argument("--ttl-minutes", type=int, default=240)
     st.add_argument("--dir", help="the workspace folder (default: ./<repo>-<session>)")
+    st.add_argument("--continue", dest="continue_dir", metavar="DIR",
+                    help="take over the workspace DIR: its files, base and change in flight; its session ends")
+    st.add_argument("--widen", action="store_true", help="with --continue: allow a scope wider than the old one")
     harness.add_start_args(st)
     jn = command(s, "join", "make the workspace of a session a human started in the console (the token it "
                             "showed once is read from stdin)", cmd_session_join)
@@ -100,6 +105,10 @@ def _logged(args, out: dict, text: str) -> int:
 # -- sessions and workspaces ---------------------------------------------------------------------
 
 def cmd_session_start(args) -> int:
+    if args.continue_dir:
+        return _session_continue(args)
+    if args.widen:
+        raise Usage("--widen goes with --continue")
     name = human_name(args)
     need_key(name)      # before the worker is asked anything
     sid = f"s-{secrets.token_hex(6)}"
@@ -108,18 +117,64 @@ def cmd_session_start(args) -> int:
         dest = Path(args.dir or f"{repo}-{sid}")
         if dest.exists() and any(dest.iterdir()):
             raise Usage(f"{dest} exists and is not empty")
-        op = session_start_op(sid, args.agent, now_ms() + args.ttl_minutes * 60_000, args.paths, args.model,
-                              args.task, [str(Path(d).resolve()) for d in args.scratch])
+        op = session_start_op(sid, args.agent or "agent", now_ms() + args.ttl_minutes * 60_000, args.paths,
+                              args.model, args.task, [str(Path(d).resolve()) for d in args.scratch or []])
         if args.harness:
             op["harness"] = args.harness
-        scope = op["scope"]
         res = human_submit(c, name, repo, op)
         ws = wsp.create(c, repo, res["token"], dest, sid)
         wsp.write_token(ws.root, res["token"], op["expires_ms"])
-    out = {"session": sid, "workspace": str(ws.root), "expires_ms": op["expires_ms"], "paths": scope["paths"],
-           "scratch": scope["scratch"], "seq": res["seq"], "decision": res["decision"], "continues": None,
-           "setup": harness.start_setup(args, ws.root, sid)}
-    return _logged(args, out, f"session {sid} in {ws.root}")
+    return _started(args, op, res, ws.root, None)
+
+
+def _started(args, op: dict, res: dict, root: Path, continues: str | None) -> int:
+    out = {"session": op["session"], "workspace": str(root), "expires_ms": op["expires_ms"],
+           "paths": op["scope"]["paths"], "scratch": op["scope"].get("scratch", []), "seq": res["seq"],
+           "decision": res["decision"], "continues": continues,
+           "setup": harness.start_setup(args, root, op["session"]) if "token" in res else None}
+    verb = f"session {op['session']} continues {continues} in" if continues else f"session {op['session']} in"
+    return _logged(args, out, f"{verb} {root}")
+
+
+def _session_continue(args) -> int:
+    """session start --continue DIR: a new session, signed by the human, takes over the workspace;
+    its files, base and manifest stay, and the old session's token is replaced by the new one.
+    What is not given (agent, model, task, scope, harness) is the old session's, as status has it;
+    the workspace holds the old harness's setup already, so setup is written for --harness only."""
+    if args.dir:
+        raise Usage("--continue names the workspace; --dir goes with a new one")
+    ws = wsp.find(Path(args.continue_dir))
+    if ws.root != Path(args.continue_dir).resolve():
+        raise Usage(f"{args.continue_dir} is inside the workspace {ws.root}; name the workspace itself")
+    if ws.session is None:
+        raise Usage(f"{ws.root} is a reading workspace (workspace create) with no session to continue")
+    if args.repo and args.repo != ws.repo:
+        raise Usage(f"the workspace {ws.root} is of the repository {ws.repo}, not {args.repo}")
+    name = human_name(args)
+    need_key(name)      # before the worker is asked anything
+    sid = f"s-{secrets.token_hex(6)}"
+    with Client() as c:
+        sessions = human_call(c, name, "status", repo=ws.repo)["sessions"]
+        old = next((s for s in sessions if s["id"] == ws.session), None) or {}
+        scope = dict(old.get("scope") or {"paths": ["**"], "symbols": None, "ops": [], "max_files": None,
+                                          "max_lines": None, "scratch": []})
+        if args.paths:
+            scope["paths"] = args.paths
+        if args.scratch is not None:
+            scope["scratch"] = [str(Path(d).resolve()) for d in args.scratch]
+        op = {"op": "session.start", "session": sid, "agent": args.agent or old.get("agent") or "agent",
+              "model": args.model or old.get("model"), "task": args.task or old.get("task"),
+              "expires_ms": now_ms() + args.ttl_minutes * 60_000, "scope": scope, "continues": ws.session}
+        if args.widen:
+            op["widen"] = True
+        if args.harness or old.get("harness"):   # setup is written only for a --harness given here
+            op["harness"] = args.harness or old["harness"]
+        res = human_submit(c, name, ws.repo, op)
+        if "token" in res:  # allowed: the workspace is the new session's from now on
+            wsp.write_token(ws.root, res["token"], op["expires_ms"])
+            ws.session = sid
+            ws.save()
+    return _started(args, op, res, ws.root, op["continues"])
 
 
 def read_agent_token() -> str:

@@ -14,6 +14,7 @@ from .lease_methods import advice, detail, held_detail, name_reasons, own_items
 from .lease_model import FILE, covers, items_conflict, member, split
 from .log import Draft, allow, deny
 from .methods import Call, method
+from .policy import LEVELS, Policy
 from .read_methods import on_store
 from .reducers import touched_paths
 from .state import ChangeRec, RepoState
@@ -179,7 +180,7 @@ def decide_proposal(rs: RepoState, session: str, change: str | None, facts: dict
     if rs.policy.agent_changes == "human":
         esc_r.append("review_required")
     esc_r += [f"critical_path:{p}" for p in paths if rs.policy.critical(p)]
-    esc_r += observation_reasons(rs.sessions[session], paths, rs.policy.critical)
+    esc_r += observation_reasons(rs.sessions[session], paths, rs.policy)
     esc_r += [f"unread_file:{p}" for p in facts["unread_files"]]
     for sym in facts["signature_changes"]:
         info_r.append(f"signature_change:{sym}")
@@ -195,17 +196,21 @@ def decide_proposal(rs: RepoState, session: str, change: str | None, facts: dict
     return {"outcome": outcome, "reasons": list(dict.fromkeys(esc_r + info_r))}, details, used
 
 
-def observation_reasons(rec, paths: list[str], critical) -> list[str]:
+def observation_reasons(rec, paths: list[str], policy: Policy) -> list[str]:
     """What a session's observation level and taint escalate (seed 001, reason codes): a taint
     escalates every proposal (unhooked_session for hooks that did not run, else tainted_session)
-    and names critical paths; a session whose hooks run escalates each path they never saw a
+    and names critical paths; a level below what the policy requires of the session's harness
+    escalates unobserved_session; a session whose hooks run escalates each path they never saw a
     write tool write (a shell command, or a file changed outside the harness)."""
     if rec.taint:
         kind = "unhooked" if rec.taint == "unhooked_session" else "tainted"
-        return [f"{kind}_session"] + ([f"{kind}_critical_path"] if any(critical(p) for p in paths) else [])
-    if rec.level == "unobserved":
-        return []
-    return [f"unobserved_write:{p}" for p in paths if p not in rec.written]
+        return [f"{kind}_session"] + ([f"{kind}_critical_path"] if any(policy.critical(p) for p in paths) else [])
+    out = []
+    if LEVELS.index(rec.level) < LEVELS.index(policy.level_required(rec.harness)):
+        out.append("unobserved_session")
+    if rec.level != "unobserved":
+        out += [f"unobserved_write:{p}" for p in paths if p not in rec.written]
+    return out
 
 
 def _leases_on(rs: RepoState, symbols: list[str], session: str | None, now: int) -> set[str]:

@@ -7,7 +7,6 @@ from .auth import new_agent_token, token_hash
 from .lease_model import split
 from .log import Draft, allow, deny
 from .methods import Call, method
-from .session_methods import full_scope
 from .state import RepoState
 from .store import TokenRow
 
@@ -118,7 +117,7 @@ async def attenuate(call: Call) -> dict:
     p = call.params
     d, rs, me = call.ctx, call.repo_state(), call.auth.session
     agent, expires = p["agent"], p["expires_ms"]
-    child_scope = full_scope(p["scope"])
+    child_scope = scopes.full_scope(p["scope"])
     lent = p.get("leases") or []
     child = f"{me}.{secrets.token_hex(4)}"[:64]
     token = new_agent_token()

@@ -10,12 +10,11 @@ touches that no judged write tool wrote escalates as unobserved_write:<path> (ch
 
 Params are checked at the edge against service/schemas.py; a harness's tool input is read here
 key by key."""
-import asyncio
 import os
 import shlex
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import PurePosixPath
 
 import pygit2
 
@@ -32,10 +31,10 @@ from .lease_model import FILE
 from .log import Draft, allow
 from .methods import Call, method
 from .paths import check_path
+from .policy import LEVELS
 from .read_methods import on_store
 from .state import RepoState, SessionRec
 
-LEVELS = ("unobserved", "hooks", "hooks_sandbox", "isolated")  # lowest first
 EVENT_WAIT_MS = 600_000  # a before-tool event of an MCP tool waits this long for its mcp.call
 START_GRACE_MS = 10_000  # after a restart an event may have gone to the daemon before
 
@@ -58,7 +57,7 @@ async def hook_event(call: Call) -> dict:
     p = call.params
     event, harness = p["hook_event_name"], p.get("harness") or "claude-code"
     tool, tool_input, cwd, base = p.get("tool_name"), p.get("tool_input") or {}, p.get("cwd"), p.get("base")
-    ws = PurePosixPath(os.path.normpath(p["workspace"]))
+    ws = os.path.normpath(p["workspace"])
     files = check_files(p["files"]) if p.get("files") is not None else []
     d, rs, me = call.ctx, call.repo_state(), call.auth.session
     seen = _seen(call)
@@ -74,8 +73,8 @@ async def hook_event(call: Call) -> dict:
     read_key = READ_TOOLS[harness].get(tool)
     if read_key:
         target = tool_input.get(read_key)
-        full = PurePosixPath(os.path.normpath(os.path.join(cwd or str(ws), target if isinstance(target, str) else ".")))
-        if rec.taint is None and not _within(full, [str(ws), *(rec.scope.get("scratch") or [])]):
+        full = os.path.normpath(os.path.join(cwd or ws, target if isinstance(target, str) else "."))
+        if rec.taint is None and not _within(full, [ws, *(rec.scope.get("scratch") or [])]):
             return await d.log.append(rs.name, _taint(call, rs, f"read_outside:{full}"))
         return {"decision": "allow", "reason": ""}
     key = WRITE_TOOLS[harness].get(tool)
@@ -84,25 +83,38 @@ async def hook_event(call: Call) -> dict:
     target = tool_input.get(key)
     if not isinstance(target, str):
         raise LoncaError("invalid", f"tool_input.{key} must be a string: the file {tool} writes")
-    full = PurePosixPath(os.path.normpath(os.path.join(cwd or str(ws), target)))
-    if not _within(full, [str(ws)]):
+    full = os.path.normpath(os.path.join(cwd or ws, target))
+    if not _within(full, [ws]):
         return {"decision": "allow", "reason": "outside the workspace: not observed"}
-    rel = str(full.relative_to(ws))
+    rel = full[len(ws):].lstrip("/") or "."
     refusal = _path_refusal(rec, rel)
     if refusal:
         return await d.log.append(rs.name, _observation(call, rs, tool, rel, [refusal[0]], refusal[1]))
     before = next((f["data"] for f in files if f["path"] == rel), None)
     if base is None:
         raise LoncaError("invalid", "hook.event of a write tool needs base, the workspace's base commit")
-    step = await asyncio.to_thread(_step_facts, call, rs, base, rel, before, _effect(tool, tool_input, before))
+    step = await _step(call, rs, base, rel, before, _effect(tool, tool_input, before))
     if step is None:  # the tool will fail on its own (no such text), or the effect is not text
         return {"decision": "allow", "reason": "the tool's effect could not be computed; it is judged at propose"}
+    rec = rs.sessions[me]
+    if rel in rec.written and not _lease_verdict(rs, rec, step, d.now_ms())[0]:
+        # the hooks saw a write tool write this path already: another allowed step of it changes
+        # nothing the log holds, so it is answered without an entry (a denial is still logged).
+        # What the verdict read is made durable first, as a reader's answer is.
+        await d.log.settled()
+        return {"decision": "allow", "reason": ""}
     # the answer's decision is the tool's (the observe entry itself is always allowed)
     return await d.log.append(rs.name, _observation(call, rs, tool, rel, None, None, step))
 
 
-def _within(path: PurePosixPath, roots: list[str]) -> bool:
-    return any(path == PurePosixPath(r) or PurePosixPath(r) in path.parents for r in roots)
+def _within(path: str, roots: list[str]) -> bool:
+    """Whether a normalised absolute path is one of `roots` or below one (string tests: this runs
+    before every tool call)."""
+    for r in roots:
+        r = os.path.normpath(r)
+        if path == r or path.startswith(r if r.endswith("/") else r + "/"):
+            return True
+    return False
 
 
 def _taint(call: Call, rs: RepoState, reason: str):
@@ -157,17 +169,33 @@ def _effect(tool: str, ti: dict, before: bytes | None) -> bytes | None:
     return text.encode()
 
 
-def _step_facts(call: Call, rs: RepoState, base: str, rel: str, before: bytes | None, after: bytes | None):
-    """Facts of this one step: the file as the workspace holds it → as the tool leaves it, on the
-    workspace's base, as (facts JSON, containers, nesting) like a proposal's (Prepared). Blobs are
-    hashed, not written: nothing of a step lands in the store."""
-    d = call.ctx
-    store = d.store(rs.name)
+STEP_ON_LOOP_BYTES = 64 * 1024  # a step this small, on a base whose map is held, is judged on the loop
+
+
+async def _step(call: Call, rs: RepoState, base: str, rel: str, before: bytes | None, after: bytes | None):
+    """Facts of this one write step (_step_facts), None when its effect is unknown. A small file
+    on a base whose tree map is held is computed on the loop: it reads no store (the two sides
+    are in memory), and the hop to a thread and back cost more than the step. Otherwise a thread
+    with its own handle reads the base's map (and checks the commit exists)."""
     if after is None:
         return None
-    if not commit_exists(store, base):
-        raise LoncaError("not_found", f"no commit {base} in this repository; sync the workspace")
-    base_map = d.tree_maps.get(store, base)
+    d = call.ctx
+    base_map = d.tree_maps.held(base) if base in rs.trunks else None   # a trunk of this repository
+    if base_map is not None and len(after) + len(before or b"") <= STEP_ON_LOOP_BYTES:
+        return _step_facts(d.symbols, base_map, rel, before, after)
+    symbols, maps = d.symbols, d.tree_maps
+
+    def work(store: pygit2.Repository):
+        if not commit_exists(store, base):
+            raise LoncaError("not_found", f"no commit {base} in this repository; sync the workspace")
+        return _step_facts(symbols, maps.get(store, base), rel, before, after)
+    return await on_store(call, work)
+
+
+def _step_facts(symbols, base_map: Mapping[str, TreeEntry], rel: str, before: bytes | None, after: bytes):
+    """Facts of this one step: the file as the workspace holds it → as the tool leaves it, on the
+    workspace's base, as (facts JSON, containers, nesting) like a proposal's (Prepared). Blobs are
+    hashed, not written: nothing of a step lands in the store, and only `rel` is compared."""
     mode = base_map[rel].mode if rel in base_map and base_map[rel].mode in ("100644", "100755") else "100644"
     blobs: dict[str, bytes] = {}
 
@@ -175,14 +203,33 @@ def _step_facts(call: Call, rs: RepoState, base: str, rel: str, before: bytes | 
         oid = str(pygit2.hash(data))
         blobs[oid] = data
         return TreeEntry(oid, mode)
-    before_map, after_map = dict(base_map), dict(base_map)
-    if before is None:
-        before_map.pop(rel, None)
-    else:
-        before_map[rel] = entry(before)
-    after_map[rel] = entry(after)
-    facts = compute_facts(before_map, after_map, lambda oid: blobs[oid] if oid in blobs else store[oid].data, d.symbols)
+    before_map = _Overlay(base_map, rel, None if before is None else entry(before))
+    after_map = _Overlay(base_map, rel, entry(after))
+    facts = compute_facts(before_map, after_map, blobs.__getitem__, symbols, paths=[rel], affected=False)
     return facts_json(facts), facts.containers, facts.nesting
+
+
+class _Overlay(Mapping):
+    """A tree map with one path's entry replaced, or taken out (None), without copying the map
+    (a team's tree holds 100 000 paths)."""
+
+    def __init__(self, base: Mapping[str, TreeEntry], path: str, entry: TreeEntry | None):
+        self.base, self.path, self.entry = base, path, entry
+
+    def __getitem__(self, key: str) -> TreeEntry:
+        if key != self.path:
+            return self.base[key]
+        if self.entry is None:
+            raise KeyError(key)
+        return self.entry
+
+    def __iter__(self):
+        yield from (k for k in self.base if k != self.path)
+        if self.entry is not None:
+            yield self.path
+
+    def __len__(self) -> int:
+        return len(self.base) - (self.path in self.base) + (self.entry is not None)
 
 
 def _observation(call: Call, rs: RepoState, tool: str, rel: str, refused: list[str] | None, message: str | None,

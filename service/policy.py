@@ -11,10 +11,13 @@ imported can not be refused that way: it leaves the defaults in force, `status.p
 import json
 import re
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .globs import glob_match
+
+LEVELS = ("unobserved", "hooks", "hooks_sandbox", "isolated")  # a session's observation levels, lowest first
+_HARNESS_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")  # as session.start names a harness, lowercase
 
 
 @dataclass(frozen=True)
@@ -47,6 +50,9 @@ class Policy:
     ops_per_minute: int = 600
     session_max_ttl_ms: int = 7 * 24 * 3600_000
     stop_rounds: int = 1  # hook.stop sends an agent with unproposed changes back this many times
+    required_level: str = "unobserved"  # a session below it: its proposals escalate unobserved_session
+    # [harnesses.<name>]: a harness's profile, name -> {field: value} of HARNESS_SETTINGS
+    harnesses: dict = field(default_factory=dict)
     # [quota] (0: none)
     session_seconds: int = 0
     day_seconds: int = 0
@@ -61,6 +67,11 @@ class Policy:
     @property
     def check_names(self) -> list[str] | None:
         return sorted(self.checks) if self.readable else None
+
+    def level_required(self, harness: str | None) -> str:
+        """The level a session started with this harness must stand at: its profile's
+        required_level, else [sessions] required_level."""
+        return self.harnesses.get(harness or "", {}).get("required_level", self.required_level)
 
     def critical(self, path: str) -> bool:
         return any(glob_match(g, path) for g in self.critical_paths)
@@ -215,12 +226,19 @@ SETTINGS = (
     Setting("sessions", "ops_per_minute", "ops_per_minute", "int", 1),
     Setting("sessions", "max_ttl_hours", "session_max_ttl_ms", "int", 1, 3600_000),
     Setting("sessions", "stop_rounds", "stop_rounds", "int"),
+    Setting("sessions", "required_level", "required_level", "choice", choices=LEVELS),
     Setting("quota", "session_seconds", "session_seconds", "int"),
     Setting("quota", "day_seconds", "day_seconds", "int"),
     Setting("queue", "max_behind", "max_behind", "int"),
 )
 _BY_KEY = {(s.table, s.key): s for s in SETTINGS}
 TABLES = tuple(dict.fromkeys(s.table for s in SETTINGS))
+# The keys of a harness's profile, `[harnesses.<name>]` (one table per harness the repository
+# sets apart from the rest); a key left out holds what [sessions] says for every harness.
+HARNESS_SETTINGS = (
+    Setting("harnesses.<name>", "required_level", "required_level", "choice", choices=LEVELS),
+)
+_HARNESS_KEYS = {s.key: s for s in HARNESS_SETTINGS}
 
 
 def _strings(value: Any) -> bool:
@@ -261,12 +279,14 @@ def parse(text: str) -> Policy:
         raise PolicyError(f"lonca.toml does not parse: {e}") from None
     except RecursionError:
         raise PolicyError("lonca.toml does not parse: arrays or tables nested too deep") from None
-    tables = ", ".join(f"[{t}]" for t in TABLES)
+    tables = ", ".join(f"[{t}]" for t in TABLES) + ", [harnesses.<name>]"
     values: dict[str, Any] = {}
     for table, keys in doc.items():
         if not isinstance(keys, dict):
             raise PolicyError(f"lonca.toml: {table} is not a table; settings go in {tables}")
-        if table not in TABLES:
+        if table == "harnesses":
+            values["harnesses"] = _harness_profiles(keys)
+        elif table not in TABLES:
             what = f"[{table}] {next(iter(keys))}" if keys else f"[{table}]"
             raise PolicyError(f"lonca.toml: {what} is not a setting Lonca knows: there is no table "
                               f"[{table}]; the tables are {tables} (docs/policy.md)")
@@ -276,12 +296,34 @@ def parse(text: str) -> Policy:
         if setting.key in keys:
             values[setting.field] = setting.convert(keys[setting.key], values)
     for table, keys in doc.items():
-        for key in keys:
+        for key in keys if table != "harnesses" else ():
             if (table, key) not in _BY_KEY:
                 known = ", ".join(s.key for s in SETTINGS if s.table == table)
                 raise PolicyError(f"lonca.toml: [{table}] {key} is not a setting Lonca knows; "
                                   f"[{table}] has {known} (docs/policy.md)")
     return Policy(**values)
+
+
+def _harness_profiles(doc: dict) -> dict:
+    """[harnesses.<name>] tables: name -> {field: value}, each key checked as [sessions]' are."""
+    out = {}
+    for name, keys in doc.items():
+        if not _HARNESS_NAME.fullmatch(name):
+            raise PolicyError(f"lonca.toml: [harnesses.{_shown(name)}]: a harness is named as session start "
+                              "--harness names it (lowercase letters, digits, - and _, at most 64)")
+        if not isinstance(keys, dict):
+            raise PolicyError(f"lonca.toml: [harnesses] {name} is not a harness's table; [harnesses] holds one "
+                              "table per harness, [harnesses.<name>] (docs/policy.md)")
+        profile = {}
+        for key, value in keys.items():
+            setting = _HARNESS_KEYS.get(key)
+            if setting is None:
+                known = ", ".join(_HARNESS_KEYS)
+                raise PolicyError(f"lonca.toml: [harnesses.{name}] {key} is not a setting Lonca knows; "
+                                  f"[harnesses.<name>] has {known} (docs/policy.md)")
+            profile[setting.field] = replace(setting, table=f"harnesses.{name}").convert(value, {})
+        out[name] = profile
+    return out
 
 
 def load(text: str | None) -> Policy:

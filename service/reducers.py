@@ -9,6 +9,7 @@ import heapq
 from typing import Callable
 
 from .lease_model import Interest, LeaseSet, Reservation, any_conflict
+from .scope import full_scope
 from .state import ChangeRec, PendingRec, RepoState, SessionRec, State
 
 Reducer = Callable[[State, RepoState, dict, dict, str], None]
@@ -100,10 +101,34 @@ def _reserve(rs: RepoState, t: int) -> None:
 def _session_start(st: State, rs: RepoState, entry: dict, op: dict, outcome: str) -> None:
     if outcome != "allow":
         return
-    rs.add_session(SessionRec(
-        id=op["session"], agent=op["agent"], model=op.get("model"), task=op.get("task"),
-        scope=op["scope"], created_ms=entry["time_ms"], expires_ms=op["expires_ms"],
-        harness=op.get("harness")))
+    rec = SessionRec(id=op["session"], agent=op["agent"], model=op.get("model"), task=op.get("task"),
+                     scope=full_scope(op["scope"]), created_ms=entry["time_ms"], expires_ms=op["expires_ms"],
+                     harness=op.get("harness"))
+    old = rs.sessions.get(op.get("continues") or "")
+    rs.add_session(rec)
+    if old is not None:
+        _take_over(rs, old, rec, entry["time_ms"])
+
+
+def _take_over(rs: RepoState, old: SessionRec, new: SessionRec, t: int) -> None:
+    """`new` continues `old`'s workspace (seed 001, session start --continue): taint, level and
+    what was seen written carry over, so the files the old session left are judged as they were
+    seen, and so does its line's verification time ([quota]); the old session ends; its leases end but for items pinned to a change in flight, which
+    pass to the new session with their sets."""
+    old.continued_by, new.continued_from = new.id, old.id
+    new.level, new.taint, new.unhooked, new.bound_ms = old.level, old.taint, old.unhooked, old.bound_ms
+    new.written = dict(old.written)
+    new.verification_ms = old.verification_ms   # its line's so far; what follows adds to both
+    if not old.ended:
+        old.ended = True
+        _end_session_sets(rs, old.id, t)
+        rs.interests = [i for i in rs.interests if i.session != old.id]
+        rs.session_over(old.id)
+    for sid in list(rs.sets_by_session.get(old.id, ())):
+        s = rs.sets.get(sid)
+        if s is not None and s.pinned:
+            rs.move_set(s, new.id)
+            s.owner = new.id
 
 
 def _observe(st: State, rs: RepoState, entry: dict, op: dict, outcome: str) -> None:
@@ -394,11 +419,11 @@ def _account(rs: RepoState, entry: dict, recs: list) -> None:
         return
     day = entry["time_ms"] // 86_400_000
     rs.verification_days[day] = rs.verification_days.get(day, 0) + ms
-    for rec in recs:
-        sess = rs.sessions.get(rec.session or "")
+    for rec in recs:   # on the workspace's session now, and up its line
+        sess = rs.sessions.get(rs.current(rec.session or ""))
         while sess is not None:
             sess.verification_ms += ms
-            sess = rs.sessions.get(sess.parent) if sess.parent else None
+            sess = rs.line_up(sess)
 
 
 # -- what sessions tell each other -------------------------------------------------------------

@@ -17,6 +17,7 @@ from lonca.protocol import CLAIM_FIELDS, LoncaError, REPO_NAME_MAX
 
 from . import paths
 from .lease_model import KINDS
+from .scope import SCOPE_FIELDS
 
 TEXT_MAX = 4096  # a free-text field: an intent, a note, a reason
 NAME_MAX = 128
@@ -112,6 +113,7 @@ class Obj:
     required: frozenset = frozenset()
     nullable: bool = False
     what: str = "an object"
+    present: tuple = ()  # fields that must be there, null where their type allows it
 
     def validate(self, v, where: str) -> None:
         if not isinstance(v, dict):
@@ -122,6 +124,9 @@ class Obj:
         for name in sorted(self.required):
             if v.get(name) is None:
                 raise Invalid(f"{where}.{name}" if where else name, "is required")
+        for name in self.present:
+            if name not in v:
+                raise Invalid(f"{where}.{name}" if where else name, "is required (null where it may be)")
         for name, schema in self.fields.items():
             if name in v:
                 _check(schema, v[name], f"{where}.{name}" if where else name)
@@ -246,10 +251,15 @@ CLAIM = Obj({"intent": TEXT, **{k: (TESTS if k == "tests" else Arr(Str(4096), 10
              "revert_of": Str(32, 32, r"[k-z]{32}", nullable=True, what="a change id")},
             nullable=True, what="a claim")
 
+# A signed op is logged as it was signed, so its scope names every field (null where the type
+# allows) but scratch, which the seed makes optional; the session's record fills it (scope.full_scope).
 SESSION_START = Obj({"session": NAME, "agent": AGENT, "model": Str(NAME_MAX, nullable=True),
-                     "task": Str(TEXT_MAX, nullable=True), "scope": Obj(SCOPE.fields, nullable=True, what=SCOPE.what),
-                     "expires_ms": TIME, "harness": Str(64, nullable=True)},
-                    frozenset({"session", "agent", "expires_ms"}))
+                     "task": Str(TEXT_MAX, nullable=True),
+                     "scope": Obj(SCOPE.fields, frozenset({"paths", "ops"}), what=SCOPE.what, present=SCOPE_FIELDS),
+                     "expires_ms": TIME, "harness": Str(64, nullable=True),
+                     "continues": Str(REPO_NAME_MAX, 1, r"[A-Za-z0-9._-]+", nullable=True, what=NAME.what),
+                     "widen": Bool()},
+                    frozenset({"session", "agent", "expires_ms", "scope"}))
 # The operations human.submit takes (human_methods.SUBMIT_OPS, key_methods; a test keeps both equal).
 SUBMIT_OPS = Tagged("op", {
     "session.start": SESSION_START,

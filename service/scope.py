@@ -4,6 +4,15 @@ from lonca.symbols.languages import SECTION_LANGUAGES, language_of
 from .globs import glob_match, glob_within
 from .lease_model import FILE, covers, split
 
+SCOPE_FIELDS = ("paths", "symbols", "ops", "max_files", "max_lines")  # scratch is optional (seed 001, scope)
+
+
+def full_scope(scope: dict) -> dict:
+    """A scope with every field, defaults filled (its types are the schema's, service/schemas.py):
+    what a session's record holds, whatever the request or the signed op left out."""
+    return {"paths": scope.get("paths", ["**"]), "symbols": scope.get("symbols"), "ops": scope.get("ops", []),
+            "max_files": scope.get("max_files"), "max_lines": scope.get("max_lines"), "scratch": scope.get("scratch", [])}
+
 
 def path_in(scope: dict, path: str) -> bool:
     return any(glob_match(g, path) for g in scope.get("paths") or ["**"])

@@ -3,40 +3,56 @@
 from lonca.protocol import LoncaError
 
 from .auth import new_agent_token, token_hash
+from . import scope as scopes
 from .hook_methods import carried_paths, local_files
-from .log import Draft, allow
+from .log import Draft, allow, deny
 from .methods import Call, method
 from .state import RepoState
 from .store import TokenRow
 
 
-def full_scope(scope: dict) -> dict:
-    """A scope with every field, defaults filled (its types are the schema's, service/schemas.py)."""
-    return {"paths": scope.get("paths", ["**"]), "symbols": scope.get("symbols"), "ops": scope.get("ops", []),
-            "max_files": scope.get("max_files"), "max_lines": scope.get("max_lines"), "scratch": scope.get("scratch", [])}
-
-
 def decide_session_start(call: Call, rs: RepoState, op: dict) -> Draft:
-    """The decision on a signed session.start: the op is logged as signed, unchanged."""
+    """The decision on a signed session.start: the op is logged as signed, unchanged. One that
+    continues a workspace's session (`continues`) is denied, and logged, when it can not take it
+    over (continuation_reasons); allowed, the reducer ends the old session and hands it over."""
     d = call.ctx
     now = d.now_ms()
     sid, expires = op["session"], op["expires_ms"]
     if sid in rs.sessions:
         raise LoncaError("invalid", f"the session {sid} exists; sign a new session id")
-    if op.get("scope") is not None and full_scope(op["scope"]) != op["scope"]:
-        raise LoncaError("invalid", "op.scope must be complete: paths, symbols, ops, max_files, max_lines, scratch")
     if not now < expires <= now + rs.policy.session_max_ttl_ms:
         raise LoncaError("invalid", "op.expires_ms is in the future and within the policy's session lifetime")
-    if op.get("scope") is None:
-        raise LoncaError("invalid", "op.scope is required")
+    reasons = continuation_reasons(rs, op)
+    if reasons:
+        return Draft(actor=call.auth.actor, op=op, decision=deny(*reasons),
+                     result=lambda entry: {"session": sid, "expires_ms": expires, "continues": op["continues"]})
     token = new_agent_token()
     row = TokenRow(token_hash=token_hash(token), kind="agent", repo=rs.name, session=sid, expires_ms=expires)
 
     def result(entry: dict) -> dict:
-        return {"token": token, "session": sid, "expires_ms": expires}
+        return {"token": token, "session": sid, "expires_ms": expires, "continues": op.get("continues")}
 
     return Draft(actor=call.auth.actor, op=op, decision=allow(), rows=[row], result=result,
                  after_commit=[lambda: d.tokens.add(row)])
+
+
+def continuation_reasons(rs: RepoState, op: dict) -> list[str]:
+    """Why a session.start can not continue the session it names (seed 001, reason codes): none
+    by that id, one already continued, a capability's child (its scope is its parent's to give), or
+    a scope wider than the old one without `widen`."""
+    old_id = op.get("continues")
+    if old_id is None:
+        return []
+    old = rs.sessions.get(old_id)
+    if old is None:
+        return ["unknown_session"]
+    if old.continued_by is not None:
+        return ["session_continued"]
+    if old.parent is not None:
+        return ["continue_child_session"]
+    if op.get("widen"):
+        return []
+    return [f"scope_widening:{w}" for w in scopes.narrower(scopes.full_scope(op["scope"]), old.scope)]
 
 
 def live_session(rs: RepoState, sid: str, now_ms: int) -> None:

@@ -35,6 +35,8 @@ class SessionRec:
     unproposed: dict | None = None
     bound_ms: int | None = None         # when its hook sent hook.bind
     unhooked: dict | None = None        # the first lonca mcp tool whose before-tool event never came
+    continued_from: str | None = None   # the session of the workspace this one took over
+    continued_by: str | None = None     # the session that took this one's workspace over
     written: dict[str, None] = field(default_factory=dict)  # paths its hooks let a write tool write (a JSON-able set)
 
     def active(self, now_ms: int) -> bool:
@@ -47,7 +49,7 @@ class SessionRec:
             "expires_ms": self.expires_ms, "level": self.level, "taint": self.taint,
             "active": self.active(now_ms), "ended": self.ended, "last_seen_ms": self.last_seen_ms,
             "verification_ms": self.verification_ms, "harness": self.harness,
-            "continued_from": None, "continued_by": None, "unproposed": self.unproposed,
+            "continued_from": self.continued_from, "continued_by": self.continued_by, "unproposed": self.unproposed,
             "bound_ms": self.bound_ms, "last_hook_ms": None, "unhooked": self.unhooked,
         }
 
@@ -195,16 +197,38 @@ class RepoState:
 
     def workspace_sessions(self, session: str) -> set[str]:
         """A session and those it continues (one workspace)."""
-        return {session}
+        out = set()
+        rec = self.sessions.get(session)
+        out.add(session)
+        while rec is not None and rec.continued_from is not None and rec.continued_from not in out:
+            out.add(rec.continued_from)
+            rec = self.sessions.get(rec.continued_from)
+        return out
+
+    def line_root(self, rec: SessionRec | None) -> SessionRec | None:
+        """The first session of a session's line: up through the sessions it was made from
+        (`parent`) and those it continues. Its verification_ms is the line's total ([quota])."""
+        while rec is not None and (up := self.line_up(rec)) is not None:
+            rec = up
+        return rec
+
+    def line_up(self, rec: SessionRec) -> SessionRec | None:
+        return self.sessions.get(rec.parent or rec.continued_from or "")
+
+    def current(self, session: str) -> str:
+        """The session now holding `session`'s workspace: itself, or the one that continued it."""
+        rec = self.sessions.get(session)
+        while rec is not None and rec.continued_by is not None:
+            session = rec.continued_by
+            rec = self.sessions.get(session)
+        return session
 
     def quota_reasons(self, session: str | None, now_ms: int) -> list[str]:
         """[quota]: verification_quota:session when the session's line used its seconds,
         verification_quota:day when the UTC day did."""
         out = []
         pol = self.policy
-        rec = self.sessions.get(session or "")
-        while rec is not None and rec.parent in self.sessions:  # the line's total sits at its root
-            rec = self.sessions[rec.parent]
+        rec = self.line_root(self.sessions.get(session or ""))  # the line's total sits at its root
         if pol.session_seconds and rec is not None and rec.verification_ms >= pol.session_seconds * 1000:
             out.append("verification_quota:session")
         if pol.day_seconds and self.verification_days.get(now_ms // 86_400_000, 0) >= pol.day_seconds * 1000:
@@ -218,8 +242,9 @@ class RepoState:
         self.events.pop(session, None)
 
     def event(self, e: dict, *sessions: str) -> None:
-        """Tell sessions `e`: kept per session, so reading costs what is new, not all history."""
-        for s in sessions:
+        """Tell sessions `e`: kept per session, so reading costs what is new, not all history. A
+        session's workspace taken over by another is told through the one that holds it now."""
+        for s in map(self.current, sessions):
             if s in self.live_sessions:
                 kept = self.events.setdefault(s, [])
                 kept.append(e)

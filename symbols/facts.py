@@ -92,15 +92,17 @@ class Facts:
 
 def compute_facts(base: Mapping[str, TreeEntry], new: Mapping[str, TreeEntry],
                   load: Callable[[str], bytes], cache: SymbolCache | None = None,
-                  base_key: str | None = None, paths: Iterable[str] | None = None) -> Facts:
+                  base_key: str | None = None, paths: Iterable[str] | None = None,
+                  affected: bool = True) -> Facts:
     """Facts of going from `base` to `new`; `load(oid)` gives a blob's bytes. `base_key` names
     the base tree (mentions.warm_base): when the cache holds its index, `affected` reads only
     the files that hold the names it looks for. `paths`, when the caller knows them, holds every
     path where the trees may differ: the rest are not compared (a scan of 100 000 paths cost
-    10 ms a proposal)."""
+    10 ms a proposal). `affected=False` leaves `affected` empty and reads no file but the
+    changed ones (a hook's write step, judged on leases alone)."""
     cache = cache if cache is not None else SymbolCache()
     index = cache.base_index(base_key) if base_key is not None else None
-    return _Change(base, new, load, cache, index).run(paths)
+    return _Change(base, new, load, cache, index).run(paths, affected)
 
 
 class _Side(NamedTuple):
@@ -118,7 +120,7 @@ class _Change:
         self.facts = Facts()
         self.gone: dict[str, Symbol] = {}       # base symbols deleted or with a new signature
 
-    def run(self, paths: Iterable[str] | None = None) -> Facts:
+    def run(self, paths: Iterable[str] | None = None, affected: bool = True) -> Facts:
         base, new_tree = self.base, self.new
         if paths is not None:
             changed = [p for p in set(paths) if base.get(p) != new_tree.get(p)]
@@ -136,7 +138,8 @@ class _Change:
                 self._deleted(path, old)
             else:
                 self._modified(path, old, new)
-        self._affected()
+        if affected:
+            self._affected()
         return self.facts
 
     # --- reading ----------------------------------------------------------------------------

@@ -9,7 +9,7 @@ import pytest
 from conftest import ROOT, git
 from helpers import RepoEnv, acquire
 from lonca.protocol import LoncaError
-from lonca.service.policy import DEFAULT, SETTINGS, Policy, PolicyError, load, parse
+from lonca.service.policy import DEFAULT, HARNESS_SETTINGS, SETTINGS, Policy, PolicyError, load, parse
 
 DOC = (ROOT / "docs" / "policy.md").read_text()
 
@@ -18,7 +18,7 @@ DOC = (ROOT / "docs" / "policy.md").read_text()
 
 def documented_rows() -> dict[str, tuple[str, object]]:
     """`[table] key` -> (type, default) from the table of docs/policy.md."""
-    rows = re.findall(r"^\| `(\[[a-z]+\] [a-z_]+)` \| (.+?) \| (.+?) \|$", DOC, re.M)
+    rows = re.findall(r"^\| `(\[[a-z]+(?:\.<name>)?\] [a-z_]+)` \| (.+?) \| (.+?) \|$", DOC, re.M)
     assert rows, "docs/policy.md has no table of keys"
     out = {}
     for key, type_text, default in rows:
@@ -29,7 +29,9 @@ def documented_rows() -> dict[str, tuple[str, object]]:
 
 
 def test_every_key_type_and_default_is_documented_and_nothing_else():
-    assert documented_rows() == {s.name: (s.type_text, s.default()) for s in SETTINGS}
+    # a harness's key has no default of its own: left out, [sessions] says
+    assert documented_rows() == {s.name: (s.type_text, s.default()) for s in SETTINGS} | {
+        s.name: (s.type_text, None) for s in HARNESS_SETTINGS}
 
 
 def example() -> dict:
@@ -39,7 +41,9 @@ def example() -> dict:
 
 def test_the_example_has_every_key_and_parses():
     doc = example()
+    harnesses = doc.pop("harnesses")
     assert {f"[{t}] {k}" for t, keys in doc.items() for k in keys} == {s.name for s in SETTINGS}
+    assert {f"[harnesses.<name>] {k}" for keys in harnesses.values() for k in keys} == {s.name for s in HARNESS_SETTINGS}
     parse(DOC.split("```toml\n", 1)[1].split("```", 1)[0])
 
 
@@ -54,7 +58,7 @@ def test_the_example_shows_the_defaults_but_for_the_examples_of_checks():
 
 
 def test_every_field_of_the_policy_has_one_key():
-    fields = set(Policy.__dataclass_fields__) - {"problem"}
+    fields = set(Policy.__dataclass_fields__) - {"problem", "harnesses"}   # harnesses: HARNESS_SETTINGS by name
     assert sorted(s.field for s in SETTINGS) == sorted(fields)
 
 
@@ -86,6 +90,14 @@ def test_every_field_of_the_policy_has_one_key():
     ("a = " + "[" * 5000 + "]" * 5000 + "\n", "nested too deep"),
     ("# " + "x" * (1 << 20) + "\n", "is over 1048576 bytes"),
     ('[review]\ncritical_paths = ["\ud800"]\n', "not UTF-8 text: a lone surrogate at offset 28"),
+    ('[sessions]\nrequired_level = "watched"\n',
+     '[sessions] required_level must be "unobserved" or "hooks" or "hooks_sandbox" or "isolated", got "watched"'),
+    ('[harnesses.codex]\nrequired_level = "hook"\n',
+     '[harnesses.codex] required_level must be "unobserved" or "hooks" or "hooks_sandbox" or "isolated", got "hook"'),
+    ("[harnesses.codex]\nrequired_levels = 1\n",
+     "[harnesses.codex] required_levels is not a setting Lonca knows; [harnesses.<name>] has required_level"),
+    ('[harnesses]\nrequired_level = "hooks"\n', "[harnesses] required_level is not a harness's table"),
+    ('[harnesses."Claude Code"]\nrequired_level = "hooks"\n', '[harnesses."Claude Code"]: a harness is named'),
 ])
 def test_a_value_that_does_not_fit_is_refused_naming_the_key(text, message):
     with pytest.raises(PolicyError) as e:
@@ -102,6 +114,10 @@ def test_values_that_fit_are_kept_as_written():
                                                                        ("make", "test"))
     assert pol.checks == {"lint": ("ruff", "check")} and pol.check_env == ("HOME",)
     assert parse("") == DEFAULT and load(None) == DEFAULT
+    pol = parse('[sessions]\nrequired_level = "hooks"\n[harnesses.gemini]\nrequired_level = "unobserved"\n')
+    assert pol.harnesses == {"gemini": {"required_level": "unobserved"}}
+    assert (pol.level_required("gemini"), pol.level_required("claude-code"), pol.level_required(None)) == (
+        "unobserved", "hooks", "hooks")
 
 
 # --- over the socket --------------------------------------------------------------------------

@@ -65,8 +65,9 @@ def test_a_write_step_is_judged_on_the_symbols_it_changes(repo_env):
     assert pre(env, ada, "Bash", {"command": "ls"}, held=None)["decision"] == "allow"
     events = [e["entry"]["op"]["events"][0] for e in env.client.call("log", {"from": 1}, repo="demo", token=env.token)
               if e["entry"]["op"]["op"] == "observe"]
+    # the second allowed write of app.py changes nothing the log holds (it was seen written): no entry
     assert [(e["decision"], e["paths"]) for e in events] == [
-        ("allow", ["app.py"]), ("allow", ["app.py"]), ("deny", ["app.py"]), ("deny", ["app.py"]),
+        ("allow", ["app.py"]), ("deny", ["app.py"]), ("deny", ["app.py"]),
         ("deny", ["lib/new.py"]), ("deny", [".lonca/session"])]
 
 

@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from entries import Chain, replay
+from entries import Chain, agent, replay
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -120,3 +120,32 @@ def _prefix(c: Chain, n: int) -> Chain:
     p = Chain.__new__(Chain)
     p.repo, p.clock, p.key, p.rows = c.repo, c.clock, c.key, c.rows[:n]
     return p
+
+
+def test_a_continuation_ends_the_old_session_and_passes_only_pinned_items():
+    """`_take_over` from hand-made entries: the old session's live set ends, its set pinned to a
+    change in flight moves with the pinned items, an event for the old session reaches the new one,
+    and verification time counts on the line's first session."""
+    c = Chain()
+    c.start("s1", scope={"paths": ["a.py"]})
+    c.acquire("s1", "L1", ["a.py#f"])
+    c.acquire("s1", "L2", ["a.py#g"])
+    change = "k" * 32
+    c.add({"op": "change.propose", "change": change, "commit": "c" * 40, "base": "a" * 40, "claim": {"intent": "f"},
+           "pins": [{"set": "L1", "items": [{"symbol": "a.py#f", "kind": "edit"}]}]},
+          actor=agent("s1"), facts={"modified_files": ["a.py"], "edits": ["a.py#f"]})
+    c.add({"op": "session.start", "session": "s2", "agent": "agent-s1", "model": None, "task": None,
+           "scope": {"paths": ["a.py"], "symbols": None, "ops": [], "max_files": None, "max_lines": None},
+           "expires_ms": c.clock() + 3_600_000, "continues": "s1"}, actor={"kind": "human", "name": "ada"})
+    st = replay(c)
+    held = st.repo("demo").sets
+    assert "L2" not in held and held["L1"].session == "s2" and held["L1"].items == [] and change in held["L1"].pinned
+    c.add({"op": "change.integrate", "change": change, "trunk_before": "a" * 40, "merged": "d" * 40, "conflicts": []},
+          evidence=[{"check": "tests", "result": "pass", "details": {"duration_ms": "1500"}}])
+    rs = replay(c, st, start=len(c.rows)).repo("demo")
+    old, new = rs.sessions["s1"], rs.sessions["s2"]
+    assert old.ended and old.continued_by == "s2" and new.continued_from == "s1" and new.scope["scratch"] == []
+    assert rs.workspace_sessions("s2") == {"s1", "s2"} and "L1" not in rs.sets  # the pinned items left with it
+    assert rs.changes[change].status == {"status": "integrated", "commit": "d" * 40}
+    assert [e["kind"] for e in rs.events["s2"]] == ["integrated"] and "s1" not in rs.events
+    assert (old.verification_ms, new.verification_ms) == (1500, 1500)   # the line's, on its first and its current
