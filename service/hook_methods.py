@@ -2,10 +2,10 @@
 what a harness's hooks tell the worker, and what the worker answers them.
 
 A write tool's call (Claude Code's Edit, Write, MultiEdit, NotebookEdit; Gemini CLI's replace and
-write_file) is judged before it runs from its own effect: the worker applies the tool's input to
-the file as the workspace holds it (sent with the event), computes the facts of that one step with
-the symbols engine, and denies it when the session lacks a lease those facts need or the scope
-does not reach them. Shell commands can not be judged that way: they run, and a path a proposal
+write_file; Codex's apply_patch, a patch of several files) is judged before it runs from its own
+effect: the worker applies the tool's input to the files as the workspace holds them (sent with
+the event), computes the facts of that one step with the symbols engine, and denies it when the
+session lacks a lease those facts need or the scope does not reach them. Shell commands can not be judged that way: they run, and a path a proposal
 touches that no judged write tool wrote escalates as unobserved_write:<path> (change_methods).
 
 Params are checked at the edge against service/schemas.py; a harness's tool input is read here
@@ -19,7 +19,8 @@ from pathlib import PurePosixPath
 
 import pygit2
 
-from lonca.harness import MCP_PREFIX, READ_TOOLS, WRITE_TOOLS
+from lonca import apply_patch
+from lonca.harness import HARNESSES, MCP_PREFIX, PATCH_TOOLS, READ_TOOLS, WRITE_TOOLS, stop_output as stop_shape, written_paths
 from lonca.protocol import LoncaError
 from lonca.symbols import TreeEntry, compute_facts
 
@@ -55,7 +56,11 @@ def _seen(call: Call) -> HookSeen:
 
 @method("hook.event", "agent", writes=True)
 async def hook_event(call: Call) -> dict:
-    p = call.params
+    return await judge(call, call.params)
+
+
+async def judge(call: Call, p: dict) -> dict:
+    """hook.event's answer to its params `p` (hook.input reads a harness's event into the same)."""
     event, harness = p["hook_event_name"], p.get("harness") or "claude-code"
     tool, tool_input, cwd, base = p.get("tool_name"), p.get("tool_input") or {}, p.get("cwd"), p.get("base")
     ws = PurePosixPath(os.path.normpath(p["workspace"]))
@@ -64,6 +69,9 @@ async def hook_event(call: Call) -> dict:
     seen = _seen(call)
     now = d.now_ms()
     seen.last_hook_ms = now
+    if harness not in HARNESSES:    # the seed: a harness Lonca does not know is denied, whatever the event
+        return {"decision": "deny", "reason": f"Lonca does not know the harness {harness[:64]!r}: it can not tell what "
+                                              f"its tools do. Run the agent in {', '.join(HARNESSES)}."}
     if event != "PreToolUse" or tool is None:
         return {"decision": "allow", "reason": ""}
     prefix = MCP_PREFIX.get(harness)
@@ -81,24 +89,30 @@ async def hook_event(call: Call) -> dict:
     key = WRITE_TOOLS[harness].get(tool)
     if key is None:
         return {"decision": "allow", "reason": ""}
-    target = tool_input.get(key)
-    if not isinstance(target, str):
+    named = written_paths(harness, tool, tool_input)
+    if named is None:
+        if tool in PATCH_TOOLS:     # the harness refuses it by itself
+            return {"decision": "allow", "reason": "the patch could not be read; it is judged at propose"}
         raise LoncaError("invalid", f"tool_input.{key} must be a string: the file {tool} writes")
-    full = PurePosixPath(os.path.normpath(os.path.join(cwd or str(ws), target)))
-    if not _within(full, [str(ws)]):
+
+    def inside(target: str) -> str | None:
+        full = PurePosixPath(os.path.normpath(os.path.join(cwd or str(ws), target)))
+        return str(full.relative_to(ws)) if _within(full, [str(ws)]) and full != ws else None
+    rels = list(dict.fromkeys(r for r in map(inside, named) if r is not None))
+    if not rels:
         return {"decision": "allow", "reason": "outside the workspace: not observed"}
-    rel = str(full.relative_to(ws))
-    refusal = _path_refusal(rec, rel)
+    refusal = next(filter(None, (_path_refusal(rec, rel) for rel in rels)), None)
     if refusal:
-        return await d.log.append(rs.name, _observation(call, rs, tool, rel, [refusal[0]], refusal[1]))
-    before = next((f["data"] for f in files if f["path"] == rel), None)
+        return await d.log.append(rs.name, _observation(call, rs, tool, rels, [refusal[0]], refusal[1]))
+    held = {f["path"]: f["data"] for f in files}
+    effects = _effects(tool, tool_input, held, rels[0], inside)
     if base is None:
         raise LoncaError("invalid", "hook.event of a write tool needs base, the workspace's base commit")
-    step = await asyncio.to_thread(_step_facts, call, rs, base, rel, before, _effect(tool, tool_input, before))
+    step = await asyncio.to_thread(_step_facts, call, rs, base, held, effects) if effects is not None else None
     if step is None:  # the tool will fail on its own (no such text), or the effect is not text
         return {"decision": "allow", "reason": "the tool's effect could not be computed; it is judged at propose"}
     # the answer's decision is the tool's (the observe entry itself is always allowed)
-    return await d.log.append(rs.name, _observation(call, rs, tool, rel, None, None, step))
+    return await d.log.append(rs.name, _observation(call, rs, tool, rels, None, None, step))
 
 
 def _within(path: PurePosixPath, roots: list[str]) -> bool:
@@ -132,6 +146,37 @@ def _path_refusal(rec: SessionRec, rel: str) -> tuple[str, str] | None:
     return None
 
 
+def _effects(tool: str, ti: dict, held: dict, rel: str, inside) -> dict[str, bytes | None] | None:
+    """What the tool leaves in each file it writes ({path: content, None for a deletion}), from the
+    files as the workspace holds them (`held`); None when the tool would fail or writes no text.
+    `rel` is the file a one-file tool names; `inside` maps a path as a tool names it to the
+    workspace's (None: outside it, not observed)."""
+    if tool not in PATCH_TOOLS:
+        after = _effect(tool, ti, held.get(rel))
+        return None if after is None else {rel: after}
+    out: dict[str, bytes | None] = {}
+    try:
+        for op in apply_patch.parse(ti["command"]):
+            rel_of, gone = inside(op.path), False
+            if op.kind == "add":
+                after: bytes | None = op.content.encode() if op.content is not None else None
+            elif op.kind == "delete":
+                after, gone = None, True
+            else:
+                now = out[rel_of] if rel_of in out else held.get(rel_of) if rel_of else None
+                if now is None:         # not in the workspace (or outside it): Codex refuses the patch
+                    return None
+                after = apply_patch.apply(now.decode(), op.chunks).encode()
+            if op.move_to:
+                out.update({rel_of: None} if rel_of else {})
+                rel_of = inside(op.move_to)
+            if rel_of is not None and (after is not None or gone):
+                out[rel_of] = after
+    except (apply_patch.PatchError, UnicodeDecodeError):
+        return None
+    return out
+
+
 def _effect(tool: str, ti: dict, before: bytes | None) -> bytes | None:
     """The file's content after the tool, None when the tool would fail or does not write text."""
     if tool in ("Write", "write_file"):
@@ -157,36 +202,39 @@ def _effect(tool: str, ti: dict, before: bytes | None) -> bytes | None:
     return text.encode()
 
 
-def _step_facts(call: Call, rs: RepoState, base: str, rel: str, before: bytes | None, after: bytes | None):
-    """Facts of this one step: the file as the workspace holds it → as the tool leaves it, on the
-    workspace's base, as (facts JSON, containers, nesting) like a proposal's (Prepared). Blobs are
-    hashed, not written: nothing of a step lands in the store."""
+def _step_facts(call: Call, rs: RepoState, base: str, held: dict, effects: dict[str, bytes | None]):
+    """Facts of this one step: the files as the workspace holds them (`held`) → as the tool leaves
+    them (`effects`), on the workspace's base, as (facts JSON, containers, nesting) like a
+    proposal's (Prepared). Blobs are hashed, not written: nothing of a step lands in the store."""
     d = call.ctx
     store = d.store(rs.name)
-    if after is None:
-        return None
     if not commit_exists(store, base):
         raise LoncaError("not_found", f"no commit {base} in this repository; sync the workspace")
     base_map = d.tree_maps.get(store, base)
-    mode = base_map[rel].mode if rel in base_map and base_map[rel].mode in ("100644", "100755") else "100644"
     blobs: dict[str, bytes] = {}
 
-    def entry(data: bytes) -> TreeEntry:
+    def entry(rel: str, data: bytes) -> TreeEntry:
+        mode = base_map[rel].mode if rel in base_map and base_map[rel].mode in ("100644", "100755") else "100644"
         oid = str(pygit2.hash(data))
         blobs[oid] = data
         return TreeEntry(oid, mode)
     before_map, after_map = dict(base_map), dict(base_map)
-    if before is None:
-        before_map.pop(rel, None)
-    else:
-        before_map[rel] = entry(before)
-    after_map[rel] = entry(after)
+    for rel, after in effects.items():
+        before = held.get(rel)
+        if before is None:
+            before_map.pop(rel, None)
+        else:
+            before_map[rel] = entry(rel, before)
+        if after is None:
+            after_map.pop(rel, None)
+        else:
+            after_map[rel] = entry(rel, after)
     facts = compute_facts(before_map, after_map, lambda oid: blobs[oid] if oid in blobs else store[oid].data, d.symbols)
     return facts_json(facts), facts.containers, facts.nesting
 
 
-def _observation(call: Call, rs: RepoState, tool: str, rel: str, refused: list[str] | None, message: str | None,
-                 step: tuple | None = None):
+def _observation(call: Call, rs: RepoState, tool: str, rels: list[str], refused: list[str] | None,
+                 message: str | None, step: tuple | None = None):
     """The decision of a write step, made in the writer (where leases change), and its observe entry."""
     d, me = call.ctx, call.auth.session
 
@@ -196,7 +244,7 @@ def _observation(call: Call, rs: RepoState, tool: str, rel: str, refused: list[s
         reasons, text = (refused, message) if refused else _lease_verdict(rs, rec, step, now)
         outcome = "deny" if reasons else "allow"
         op = {"op": "observe", "session": me,
-              "events": [{"kind": "write", "tool": tool, "paths": [rel], "decision": outcome, "reasons": reasons}]}
+              "events": [{"kind": "write", "tool": tool, "paths": rels, "decision": outcome, "reasons": reasons}]}
         return Draft(actor=call.auth.actor, op=op, decision=allow(),
                      result=lambda entry: {"decision": outcome, "reason": text or ""})
     return decide
@@ -305,9 +353,7 @@ def stop_output(harness: str, paths: list[str], total: int) -> dict:
     reason = (f"Lonca: your workspace has local changes that no proposal carries: {shown}. Propose them before you "
               "finish (`lonca propose -m '<what the change does and why>'` in the workspace, or the propose tool of "
               "lonca mcp), or undo the ones you do not mean to keep.")
-    if harness == "gemini":
-        return {"decision": "deny", "reason": reason}
-    return {"decision": "block", "reason": reason}
+    return stop_shape(harness, reason)
 
 
 @method("hook.stop", "agent", writes=True)

@@ -246,6 +246,8 @@ CLAIM = Obj({"intent": TEXT, **{k: (TESTS if k == "tests" else Arr(Str(4096), 10
              "revert_of": Str(32, 32, r"[k-z]{32}", nullable=True, what="a change id")},
             nullable=True, what="a claim")
 
+BASE = Str(40, 40, r"[0-9a-f]{40}", nullable=True, what=GIT_ID.what)
+HELD = Arr(FILE_CHANGE, 100_000, nullable=True)
 SESSION_START = Obj({"session": NAME, "agent": AGENT, "model": Str(NAME_MAX, nullable=True),
                      "task": Str(TEXT_MAX, nullable=True), "scope": Obj(SCOPE.fields, nullable=True, what=SCOPE.what),
                      "expires_ms": TIME, "harness": Str(64, nullable=True)},
@@ -288,6 +290,7 @@ SCHEMAS: dict[str, Obj] = {
     "inbox": NONE,
     "human.logout": NONE,
     "session.heartbeat": NONE,
+    "session.rotate": NONE,
     "human.login": params({"sig": SIGNATURE, "ttl_ms": Int(nullable=True)}, ["sig"]),
     "repo.prepare_init": params({"repo": NAME, "human": NAME, "human_key": HUMAN_KEY,
                                  "import_from": Str(4096, 1, nullable=True), "branch": Str(255, 1, nullable=True),
@@ -324,11 +327,15 @@ SCHEMAS: dict[str, Obj] = {
                              "leases": Arr(NAME, 1000, nullable=True)}, ["agent", "scope", "expires_ms"]),
     "session.end": params({"files": Arr(LOCAL_FILE, 100_000, nullable=True)}),
     "security.events": params({"since_ms": Int(nullable=True)}),
+    # base and files, which the seed does not name, are the write tool's files as the workspace
+    # holds them: the seed counts hook.event and hook.input among the methods that carry files
+    # (docs/decisions.md, "hook.event's params and the seed"); an unknown harness is the method's deny
     "hook.event": params({"hook_event_name": Str(enum=("PreToolUse", "PostToolUse")), "tool_name": Str(256, nullable=True),
                           "tool_input": Free(nullable=True), "cwd": Str(4096, nullable=True), "workspace": WORKSPACE,
-                          "harness": Str(enum=HARNESSES, nullable=True),
-                          "base": Str(40, 40, r"[0-9a-f]{40}", nullable=True, what=GIT_ID.what),
-                          "files": Arr(FILE_CHANGE, 100_000, nullable=True)}, ["hook_event_name", "workspace"]),
+                          "harness": Str(64, 1, nullable=True), "base": BASE, "files": HELD},
+                         ["hook_event_name", "workspace"]),
+    "hook.input": params({"harness": Str(64, 1), "input": Free(), "workspace": WORKSPACE, "base": BASE, "files": HELD},
+                         ["harness", "input", "workspace"]),
     "hook.bind": params({"harness": Str(enum=HARNESSES), "harness_session": Str(256, 1), "sudo_without_password": Bool(),
                          "workspace": Str(4096, 1, nullable=True, check=_absolute)},
                         ["harness", "harness_session", "sudo_without_password"]),
