@@ -196,7 +196,6 @@ BAD_EVENTS = [
     {"hook_event_name": "PreToolUse", "workspace": WS, "extra": 1},
     {"hook_event_name": "Stop", "workspace": WS},
     {"hook_event_name": "PreToolUse", "workspace": "relative/ws"},
-    {"hook_event_name": "PreToolUse", "workspace": WS, "harness": "vim"},
     {"hook_event_name": "PreToolUse", "workspace": WS, "tool_input": []},
     {"hook_event_name": "PreToolUse", "workspace": WS, "tool_name": "Edit", "tool_input": {"file_path": 3}},
 ]
@@ -208,6 +207,11 @@ def test_params_are_checked_strictly_and_harness_setup_has_no_profile_yet(repo_e
         with pytest.raises(LoncaError) as e:
             repo_env.client.call("hook.event", params, token=ada)
         assert e.value.code == "invalid", params
+    # the seed: a harness Lonca does not know is denied (not invalid), whatever its event
+    for event in ("PreToolUse", "PostToolUse"):
+        unknown = repo_env.client.call("hook.event", {"hook_event_name": event, "workspace": WS, "harness": "vim",
+                                                      "tool_name": "Edit", "tool_input": {}}, token=ada)
+        assert unknown["decision"] == "deny" and "'vim'" in unknown["reason"]
     for method, params in [("hook.bind", {"harness": "claude-code"}), ("hook.stop", {"harness": "claude-code"}),
                            ("hook.stop", {"harness": "nano", "files": []}), ("mcp.call", {"tool": "x", "more": 1})]:
         with pytest.raises(LoncaError) as e:
