@@ -209,7 +209,9 @@ def _codex_files(root: Path, mcp: dict) -> dict[str, str]:
     config = (f"developer_instructions = {toml(RULES)}\n\n"
               "[mcp_servers.lonca]\n"
               f"command = {toml(mcp['command'])}\nargs = {toml(mcp['args'])}\ncwd = {toml(mcp['cwd'])}\n"
-              f"env = {toml(mcp['env'])}\n")
+              f"env = {toml(mcp['env'])}\n"
+              # `codex exec` refuses a tool that needs approval; the worker decides what lonca mcp's do
+              'default_tools_approval_mode = "approve"\n')
     return {".codex/hooks.json": json.dumps(hooks, indent=2) + "\n", ".codex/config.toml": config}
 
 
