@@ -152,26 +152,26 @@ def _effects(tool: str, ti: dict, held: dict, rel: str, inside) -> dict[str, byt
     `rel` is the file a one-file tool names; `inside` maps a path as a tool names it to the
     workspace's (None: outside it, not observed)."""
     if tool not in PATCH_TOOLS:
-        after = _effect(tool, ti, held.get(rel))
-        return None if after is None else {rel: after}
+        one = _effect(tool, ti, held.get(rel))
+        return None if one is None else {rel: one}
     out: dict[str, bytes | None] = {}
     try:
         for op in apply_patch.parse(ti["command"]):
-            rel_of, gone = inside(op.path), False
+            at = inside(op.path)
+            content: bytes | None = None    # a deletion
             if op.kind == "add":
-                after: bytes | None = op.content.encode() if op.content is not None else None
-            elif op.kind == "delete":
-                after, gone = None, True
-            else:
-                now = out[rel_of] if rel_of in out else held.get(rel_of) if rel_of else None
-                if now is None:         # not in the workspace (or outside it): Codex refuses the patch
+                content = (op.content or "").encode()
+            elif op.kind == "update":
+                now = out[at] if at in out else held.get(at) if at else None
+                if now is None:     # not in the workspace (or outside it): Codex refuses the patch
                     return None
-                after = apply_patch.apply(now.decode(), op.chunks).encode()
+                content = apply_patch.apply(now.decode(), op.chunks).encode()
             if op.move_to:
-                out.update({rel_of: None} if rel_of else {})
-                rel_of = inside(op.move_to)
-            if rel_of is not None and (after is not None or gone):
-                out[rel_of] = after
+                if at is not None:
+                    out[at] = None
+                at = inside(op.move_to)
+            if at is not None:
+                out[at] = content
     except (apply_patch.PatchError, UnicodeDecodeError):
         return None
     return out
