@@ -12,6 +12,7 @@ previous chunk ended: exactly, then ignoring trailing whitespace, then any surro
 then with typographic punctuation read as ASCII.
 
 Pure functions: no file system, no Lonca imports."""
+import re
 from dataclasses import dataclass, field
 
 BEGIN, END = "*** Begin Patch", "*** End Patch"
@@ -26,9 +27,16 @@ class PatchError(ValueError):
 @dataclass
 class Chunk:
     context: str | None             # the `@@ <line>` to find before the old lines
-    old: list[str] = field(default_factory=list)
-    new: list[str] = field(default_factory=list)
+    lines: list[tuple[str, str]] = field(default_factory=list)     # (" " | "-" | "+", text)
     at_eof: bool = False
+
+    @property
+    def old(self) -> list[str]:
+        return [t for mark, t in self.lines if mark != "+"]
+
+    @property
+    def new(self) -> list[str]:
+        return [t for mark, t in self.lines if mark != "-"]
 
 
 @dataclass
@@ -93,67 +101,72 @@ def _chunks(body: list[str], i: int, path: str) -> tuple[list[Chunk], int]:
                 raise PatchError(f"{path}: '{EOF_MARK}' before any change")
             chunks[-1].at_eof = True
         elif line == "@@" or line.startswith("@@ "):
-            chunks.append(Chunk(line[3:] if line.startswith("@@ ") else None))
+            chunks.append(Chunk(line[3:].rstrip() or None))    # as Codex trims it: "@@ " is a bare "@@"
         else:
             if not chunks:     # the first chunk may leave out its @@
                 chunks.append(Chunk(None))
             mark, rest = (line[:1], line[1:]) if line else (" ", "")
             if mark not in " +-":
                 raise PatchError(f"{path}: a changed line starts with ' ', '+' or '-': {line[:80]!r}")
-            if mark != "+":
-                chunks[-1].old.append(rest)
-            if mark != "-":
-                chunks[-1].new.append(rest)
+            chunks[-1].lines.append((mark, rest))
         i += 1
-    if not any(c.old or c.new for c in chunks):
+    if not any(c.lines for c in chunks):
         raise PatchError(f"{path}: an update with no change")
     return chunks, i
 
 
 def apply(text: str, chunks: list[Chunk]) -> str:
-    """The file's text after an update's chunks; PatchError when a chunk's old lines are not found."""
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()     # the final newline: line counts as diff counts them
+    """The file's text after an update's chunks; PatchError when a chunk's old lines are not found.
+    As Codex 0.171 does: a line ends at \r\n, \r or \n; lines a chunk keeps as context keep
+    their text and ending from the file (the patch may spell them with other blanks); every new
+    line ends as the file's first line does, and so does a line that had none (the last)."""
+    lines = [(m.group(1), m.group(2)) for m in _LINE.finditer(text) if m.group(0)]
+    eol = next((end for _, end in lines if end), "\n")
+    contents = [c for c, _ in lines]
     done, at = [], 0
     for c in chunks:
         if c.context is not None:
-            found = _seek(lines, [c.context], at, False)
+            found = _seek(contents, [c.context], at, False)
             if found is None:
                 raise PatchError(f"no line {c.context!r} to find")
             at = found + 1
-        if not c.old:   # only additions: at the end of the file
-            done.append((len(lines), 0, c.new))
+        old_at = [i for i, (mark, _) in enumerate(c.lines) if mark != "+"]
+        new_at = [i for i, (mark, _) in enumerate(c.lines) if mark != "-"]
+        if not old_at:  # only additions: at the end of the file (before a last blank line)
+            end = len(lines) - 1 if contents and contents[-1] == "" else len(lines)
+            done.append((end, 0, [(c.lines[i][1], eol) for i in new_at]))
             continue
-        old, new = c.old, c.new
-        found = _seek(lines, old, at, c.at_eof)
-        if found is None and old[-1] == "":
-            old, new = old[:-1], (new[:-1] if new and new[-1] == "" else new)
-            found = _seek(lines, old, at, c.at_eof)
+        found = _seek(contents, [c.lines[i][1] for i in old_at], at, c.at_eof)
+        if found is None and c.lines[old_at[-1]][1] == "":
+            # the old lines' last blank may stand for the file's final line ending
+            old_at = old_at[:-1]
+            new_at = new_at[:-1] if new_at and c.lines[new_at[-1]][1] == "" else new_at
+            found = _seek(contents, [c.lines[i][1] for i in old_at], at, c.at_eof)
         if found is None:
             raise PatchError("the lines to change are not in the file: " + repr("\n".join(c.old)[:200]))
-        done.append((found, len(old), new))
-        at = found + len(old)
+        in_file = {i: found + k for k, i in enumerate(old_at)}
+        done.append((found, len(old_at), [lines[in_file[i]] if c.lines[i][0] == " " and i in in_file
+                                          else (c.lines[i][1], eol) for i in new_at]))
+        at = found + len(old_at)
     for start, length, new in sorted(done, key=lambda r: r[0], reverse=True):
         lines[start:start + length] = new
-    if not lines or lines[-1] != "":
-        lines.append("")
-    return "\n".join(lines)
+    return "".join(c + (end or eol) for c, end in lines)     # the file's last line, kept or not, ends too
 
 
+_LINE = re.compile(r"([^\r\n]*)(\r\n|\r|\n|$)")
 _PUNCT = {**dict.fromkeys("\u2010\u2011\u2012\u2013\u2014\u2015\u2212", "-"),
           **dict.fromkeys("\u2018\u2019\u201a\u201b", "'"), **dict.fromkeys("\u201c\u201d\u201e\u201f", '"'),
           **dict.fromkeys("\u00a0\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u202f\u205f\u3000", " ")}
 
 
 def _seek(lines: list[str], pattern: list[str], start: int, at_eof: bool) -> int | None:
-    """Where `pattern` starts in `lines` at or after `start` (at the end for an end-of-file chunk),
-    trying each of Codex's four comparisons in turn."""
+    """Where `pattern` starts in `lines` at or after `start` (only at the end, for an end-of-file
+    chunk), trying each of Codex's four comparisons in turn."""
     if not pattern:
         return start
     if len(pattern) > len(lines):
         return None
-    first = len(lines) - len(pattern) if at_eof else start
+    first = max(start, len(lines) - len(pattern)) if at_eof else start
     for norm in (lambda s: s, str.rstrip, str.strip, lambda s: "".join(_PUNCT.get(ch, ch) for ch in s.strip())):
         want = [norm(p) for p in pattern]
         for i in range(first, len(lines) - len(pattern) + 1):

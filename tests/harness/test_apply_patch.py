@@ -5,6 +5,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from conftest import ROOT
 from lonca.apply_patch import PatchError, apply, parse
@@ -68,14 +70,47 @@ def in_memory(files: dict[str, str], text: str) -> dict[str, str] | None:
 def on_disk(files: dict[str, str], text: str, root: Path) -> dict[str, str] | None:
     for rel, content in files.items():
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_text(content)
+        (root / rel).write_bytes(content.encode())
     res = subprocess.run([str(FOUND[0]), "--codex-run-as-apply-patch", text], cwd=root, capture_output=True,
                          text=True, timeout=60)
     if res.returncode != 0:
         return None
-    return {p.relative_to(root).as_posix(): p.read_text() for p in sorted(root.rglob("*")) if p.is_file()}
+    return {p.relative_to(root).as_posix(): p.read_bytes().decode() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
 @pytest.mark.parametrize("files,text", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
 def test_a_patch_leaves_what_codex_leaves(files, text, tmp_path):
     assert in_memory(files, text) == on_disk(files, text, tmp_path)
+
+
+LINES = st.sampled_from(["a", "b", "a ", " a", "c\u2014d", "c-d", "", "x = 1", "x = 1  "])
+
+
+@st.composite
+def edits(draw):
+    """A file of lines drawn from a few look-alikes (repeats, trailing and leading blanks, a
+    typographic dash), LF or CRLF, with or without a final line ending, and a patch of one or two
+    chunks cut from it, some old lines respelled."""
+    lines = draw(st.lists(LINES, min_size=1, max_size=12))
+    chunks, at = [], 0
+    for _ in range(draw(st.integers(1, 2))):
+        if at >= len(lines):
+            break
+        start = draw(st.integers(at, len(lines) - 1))
+        end = draw(st.integers(start + 1, min(len(lines), start + 4)))
+        old = [draw(st.sampled_from([x, x.rstrip(), x.strip(), x.replace("\u2014", "-")])) for x in lines[start:end]]
+        keep = draw(st.integers(0, len(old)))
+        body = [f" {x}" for x in old[:keep]] + [f"-{x}" for x in old[keep:]]
+        body += [f"+{x}" for x in draw(st.lists(LINES, max_size=3))]
+        header = draw(st.sampled_from(["@@", f"@@ {lines[start - 1]}" if start else "@@"]))
+        chunks += [header, *body] + (["*** End of File"] if end == len(lines) and draw(st.booleans()) else [])
+        at = end
+    eol = draw(st.sampled_from(["\n", "\r\n"]))
+    return {"f.txt": eol.join(lines) + draw(st.sampled_from([eol, ""]))}, patch("*** Update File: f.txt", *chunks)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(edits())
+def test_drawn_patches_leave_what_codex_leaves(tmp_path_factory, case):
+    files, text = case
+    assert in_memory(files, text) == on_disk(files, text, tmp_path_factory.mktemp("p"))
