@@ -52,6 +52,22 @@ class FileOp:
         return [self.path] + ([self.move_to] if self.move_to else [])
 
 
+# Codex runs a shell command of these two forms as apply_patch itself (its hook sees `Bash`): the
+# heredoc statement alone, or after `cd <dir> &&`
+_SHELL = re.compile(r"\A\s*(?:cd\s+(?P<cd>'[^']*'|\"[^\"]*\"|[^\s'\";&|]+)\s*&&\s*)?(?:apply_patch|applypatch)"
+                    r"\s*<<-?\s*(?P<q>['\"]?)(?P<tag>\w+)(?P=q)[ \t]*\n(?P<body>.*?)\n[ \t]*(?P=tag)\s*\Z", re.S)
+
+
+def from_shell(command: str) -> tuple[str, str | None] | None:
+    """(the patch, the folder it is relative to, or None for the cwd) when a shell command is an
+    apply_patch heredoc Codex would apply; None for any other command."""
+    m = _SHELL.match(command)
+    if m is None:
+        return None
+    cd = m.group("cd")
+    return m.group("body"), cd[1:-1] if cd and cd[0] in "'\"" else cd
+
+
 def parse(text: str) -> list[FileOp]:
     """The file operations of a patch, in order; PatchError when it is not one."""
     lines = text.strip().split("\n")

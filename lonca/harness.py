@@ -34,7 +34,8 @@ PROFILES = {
 # the write tools of each harness, by the input field that names the file (service/hook_methods.py
 # judges their calls; `lonca hook` sends the files they write as the workspace holds them).
 # Codex's apply_patch names no file: its field holds a patch (lonca/apply_patch.py), whose headers
-# name every file it writes.
+# name every file it writes; Codex also applies a shell command that is an apply_patch heredoc
+# (patch_of).
 WRITE_TOOLS = {"claude-code": {"Edit": "file_path", "Write": "file_path", "MultiEdit": "file_path",
                                "NotebookEdit": "notebook_path"},
                "gemini": {"replace": "file_path", "write_file": "file_path"},
@@ -49,20 +50,32 @@ READ_TOOLS = {"claude-code": {"Read": "file_path", "Grep": "path", "Glob": "path
 MCP_PREFIX = {h: p["tool_prefix"] for h, p in PROFILES.items() if p["before_tool_mcp"]}
 
 
-def written_paths(harness: str, tool: str | None, tool_input: dict) -> list[str] | None:
-    """The paths (as the tool names them) a write tool's call writes; None for a tool that is no
-    write tool of the harness, or whose input does not say (the worker answers that)."""
-    key = WRITE_TOOLS.get(harness, {}).get(tool or "")
-    value = tool_input.get(key) if key else None
-    if not isinstance(value, str):
+def patch_of(harness: str, tool: str | None, tool_input: dict) -> tuple[str, str | None] | None:
+    """(the patch text, the folder its paths are relative to or None) when a tool call applies a
+    Codex patch: its apply_patch tool, or a shell command Codex runs as apply_patch itself."""
+    if harness != "codex":
         return None
-    if tool in PATCH_TOOLS:
+    command = tool_input.get("command")
+    if not isinstance(command, str):
+        return None
+    from lonca.apply_patch import from_shell
+    return (command, None) if tool in PATCH_TOOLS else from_shell(command) if tool == "Bash" else None
+
+
+def written_paths(harness: str, tool: str | None, tool_input: dict) -> list[str] | None:
+    """The paths (as the tool names them, from the harness's cwd) a write tool's call writes; None
+    for a tool that writes no file the harness names, or whose input does not say (the worker
+    answers that)."""
+    patch = patch_of(harness, tool, tool_input)
+    if patch is not None:
         from lonca.apply_patch import PatchError, parse
         try:
-            return [p for op in parse(value) for p in op.paths()]
+            return [os.path.join(patch[1], p) if patch[1] else p for op in parse(patch[0]) for p in op.paths()]
         except PatchError:
             return None
-    return [value]
+    key = WRITE_TOOLS.get(harness, {}).get(tool or "")
+    value = tool_input.get(key) if key else None
+    return [value] if isinstance(value, str) and tool not in PATCH_TOOLS else None
 
 
 # -- answers in each harness's shape ----------------------------------------------------------------

@@ -2,11 +2,12 @@
 what a harness's hooks tell the worker, and what the worker answers them.
 
 A write tool's call (Claude Code's Edit, Write, MultiEdit, NotebookEdit; Gemini CLI's replace and
-write_file; Codex's apply_patch, a patch of several files) is judged before it runs from its own
-effect: the worker applies the tool's input to the files as the workspace holds them (sent with
-the event), computes the facts of that one step with the symbols engine, and denies it when the
-session lacks a lease those facts need or the scope does not reach them. Shell commands can not be judged that way: they run, and a path a proposal
-touches that no judged write tool wrote escalates as unobserved_write:<path> (change_methods).
+write_file; Codex's apply_patch, a patch of several files, also run as a shell heredoc) is judged
+before it runs from its own effect: the worker applies the tool's input to the files as the
+workspace holds them (sent with the event), computes the facts of that one step with the symbols
+engine, and denies it when the session lacks a lease those facts need or the scope does not reach
+them. Other shell commands can not be judged that way: they run, and a path a proposal touches
+that no judged write tool wrote escalates as unobserved_write:<path> (change_methods).
 
 Params are checked at the edge against service/schemas.py; a harness's tool input is read here
 key by key."""
@@ -20,7 +21,8 @@ from pathlib import PurePosixPath
 import pygit2
 
 from lonca import apply_patch
-from lonca.harness import HARNESSES, MCP_PREFIX, PATCH_TOOLS, READ_TOOLS, WRITE_TOOLS, stop_output as stop_shape, written_paths
+from lonca.harness import (HARNESSES, MCP_PREFIX, PATCH_TOOLS, READ_TOOLS, WRITE_TOOLS, patch_of, stop_output as stop_shape,
+                           written_paths)
 from lonca.protocol import LoncaError
 from lonca.symbols import TreeEntry, compute_facts
 
@@ -86,12 +88,12 @@ async def judge(call: Call, p: dict) -> dict:
         if rec.taint is None and not _within(full, [str(ws), *(rec.scope.get("scratch") or [])]):
             return await d.log.append(rs.name, _taint(call, rs, f"read_outside:{full}"))
         return {"decision": "allow", "reason": ""}
-    key = WRITE_TOOLS[harness].get(tool)
-    if key is None:
+    key, patch = WRITE_TOOLS[harness].get(tool), patch_of(harness, tool, tool_input)
+    if key is None and patch is None:
         return {"decision": "allow", "reason": ""}
     named = written_paths(harness, tool, tool_input)
     if named is None:
-        if tool in PATCH_TOOLS:     # the harness refuses it by itself
+        if patch is not None or tool in PATCH_TOOLS:     # the harness refuses it by itself
             return {"decision": "allow", "reason": "the patch could not be read; it is judged at propose"}
         raise LoncaError("invalid", f"tool_input.{key} must be a string: the file {tool} writes")
 
@@ -105,7 +107,12 @@ async def judge(call: Call, p: dict) -> dict:
     if refusal:
         return await d.log.append(rs.name, _observation(call, rs, tool, rels, [refusal[0]], refusal[1]))
     held = {f["path"]: f["data"] for f in files}
-    effects = _effects(tool, tool_input, held, rels[0], inside)
+    if patch is None:
+        one = _effect(tool, tool_input, held.get(rels[0]))
+        effects = None if one is None else {rels[0]: one}
+    else:
+        text, folder = patch
+        effects = _patch_effects(text, held, lambda t: inside(os.path.join(folder, t) if folder else t))
     if base is None:
         raise LoncaError("invalid", "hook.event of a write tool needs base, the workspace's base commit")
     step = await asyncio.to_thread(_step_facts, call, rs, base, held, effects) if effects is not None else None
@@ -146,17 +153,13 @@ def _path_refusal(rec: SessionRec, rel: str) -> tuple[str, str] | None:
     return None
 
 
-def _effects(tool: str, ti: dict, held: dict, rel: str, inside) -> dict[str, bytes | None] | None:
-    """What the tool leaves in each file it writes ({path: content, None for a deletion}), from the
-    files as the workspace holds them (`held`); None when the tool would fail or writes no text.
-    `rel` is the file a one-file tool names; `inside` maps a path as a tool names it to the
-    workspace's (None: outside it, not observed)."""
-    if tool not in PATCH_TOOLS:
-        one = _effect(tool, ti, held.get(rel))
-        return None if one is None else {rel: one}
+def _patch_effects(text: str, held: dict, inside) -> dict[str, bytes | None] | None:
+    """What a Codex patch leaves in each file it writes ({path: content, None for a deletion}),
+    from the files as the workspace holds them (`held`); None when Codex would refuse it.
+    `inside` maps a path as the patch names it to the workspace's (None: outside it, not observed)."""
     out: dict[str, bytes | None] = {}
     try:
-        for op in apply_patch.parse(ti["command"]):
+        for op in apply_patch.parse(text):
             at = inside(op.path)
             content: bytes | None = None    # a deletion
             if op.kind == "add":

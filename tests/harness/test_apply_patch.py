@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import ROOT
-from lonca.apply_patch import PatchError, apply, parse
+from lonca.apply_patch import PatchError, apply, from_shell, parse
 
 FOUND = sorted((ROOT / ".harness" / "node_modules" / "@openai").glob("codex-linux-*/vendor/*/bin/codex"))
 APP = "def charge(amount):\n    return amount * 2\n\n\nclass Client:\n    def pay(self):\n        return charge(1)\n"
@@ -114,3 +114,15 @@ def edits(draw):
 def test_drawn_patches_leave_what_codex_leaves(tmp_path_factory, case):
     files, text = case
     assert in_memory(files, text) == on_disk(files, text, tmp_path_factory.mktemp("p"))
+
+
+@pytest.mark.parametrize("command,found", [
+    ("apply_patch <<'EOF'\n*** Begin Patch\n*** End Patch\nEOF\n", ("*** Begin Patch\n*** End Patch", None)),
+    ("cd lib && applypatch <<EOF\nbody\nEOF", ("body", "lib")),
+    ("cd 'my dir' && apply_patch <<\"X\"\nbody\nX", ("body", "my dir")),
+    ("ls; apply_patch <<EOF\nbody\nEOF", None),
+    ("apply_patch <<EOF\nbody\nEOF\necho done", None),
+    ("cat <<EOF > app.py\nbody\nEOF", None),
+])
+def test_the_shell_forms_codex_runs_as_apply_patch(command, found):
+    assert from_shell(command) == found

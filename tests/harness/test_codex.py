@@ -141,16 +141,19 @@ def test_patch_of_a_symbol_another_session_holds_is_denied_at_the_tool_call(repo
     acquire(repo_env.client, bob["token"], "app.py#charge", intent="rewrite the pricing")
     ws = start(repo_env, tmp_path, "ada")
     before = (ws / "app.py").read_text()
-    _, model = codex(repo_env, ws, [tool_use("apply_patch", PATCH), text("ok")], tmp_path)
+    # the patch as its tool, then as the shell heredoc Codex also applies
+    heredoc = f"cd {ws} && apply_patch <<'EOF'\n{PATCH}EOF\n"
+    _, model = codex(repo_env, ws, [tool_use("apply_patch", PATCH), tool_use("exec_command", {"cmd": heredoc}),
+                                    text("ok")], tmp_path)
     assert (ws / "app.py").read_text() == before
-    reason = outputs(model)[0]
-    assert "lease_missing:app.py#charge" in reason and "bob" in reason and "rewrite the pricing" in reason, reason
-    assert "lonca lease interest 'app.py#charge' --kind edit" in reason
+    for reason in outputs(model):
+        assert "lease_missing:app.py#charge" in reason and "bob" in reason and "rewrite the pricing" in reason, reason
+        assert "lonca lease interest 'app.py#charge' --kind edit" in reason
     entries = repo_env.client.call("log", {"from": 1}, repo="demo", token=repo_env.token)
     writes = [e["entry"]["op"]["events"][0] for e in entries if e["entry"]["op"]["op"] == "observe"
               and e["entry"]["op"]["events"][0]["kind"] == "write"]
-    assert writes[-1] == {"kind": "write", "tool": "apply_patch", "paths": ["app.py"], "decision": "deny",
-                          "reasons": ["lease_missing:app.py#charge"]}
+    assert [(w["tool"], w["paths"], w["decision"], w["reasons"]) for w in writes] == [
+        (tool, ["app.py"], "deny", ["lease_missing:app.py#charge"]) for tool in ("apply_patch", "Bash")]
 
 
 def test_stop_with_an_unproposed_change_is_sent_back_once(repo_env, tmp_path):

@@ -252,12 +252,17 @@ def test_a_codex_patch_is_judged_on_every_file_it_writes(repo_env):
     assert codex_pre(env, ada, "apply this", {})["decision"] == "allow"
     outside = codex_pre(env, ada, "*** Begin Patch\n*** Add File: /tmp/notes.txt\n+x\n*** End Patch\n", {})
     assert outside == {"decision": "allow", "reason": "outside the workspace: not observed"}
+    # the shell heredoc Codex runs as apply_patch, from a folder of the workspace, is judged the same
+    heredoc = "cd lib && apply_patch <<'EOF'\n*** Begin Patch\n*** Add File: more.py\n+y = 2\n*** End Patch\nEOF\n"
+    shell = env.client.call("hook.event", {"hook_event_name": "PreToolUse", "tool_name": "Bash", "tool_input": {
+        "command": heredoc}, "cwd": WS, "workspace": WS, "harness": "codex", "base": trunk(env), "files": []}, token=ada)
+    assert shell["decision"] == "deny" and "lease_missing:lib/more.py#<file>" in shell["reason"]
     events = [e["entry"]["op"]["events"][0] for e in env.client.call("log", {"from": 1}, repo="demo", token=env.token)
               if e["entry"]["op"]["op"] == "observe"]
     assert [(e["tool"], e["decision"], e["paths"]) for e in events] == [
         ("apply_patch", "allow", ["app.py"]), ("apply_patch", "deny", ["app.py", "lib/new.py"]),
         ("apply_patch", "deny", ["app.py"]), ("apply_patch", "deny", ["app.py"]),
-        ("apply_patch", "deny", [".lonca/session"])]
+        ("apply_patch", "deny", [".lonca/session"]), ("Bash", "deny", ["lib/more.py"])]
 
 
 def test_hook_input_reads_each_harness_event_with_its_profile(repo_env):
