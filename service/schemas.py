@@ -233,7 +233,8 @@ FILE_CHANGE = Obj({"path": PATH, "content_b64": Str(1 << 31, nullable=True, what
                    "mode": Str(enum=("regular", "executable", "symlink", "submodule"), nullable=True)},
                   frozenset({"path"}), what='a file change {"path", "content_b64", "mode"}')
 FILES = Arr(FILE_CHANGE, 100_000)
-LOCAL_FILE = Obj({"path": PATH, "entry": Obj({"mode": Str(32, nullable=True), "blob": GIT_ID}, nullable=True)},
+LOCAL_FILE = Obj({"path": PATH, "entry": Obj({"mode": Str(32, nullable=True), "blob": GIT_ID}, frozenset({"blob"}),
+                                              nullable=True)},
                  frozenset({"path"}), what='a local file {"path", "entry"}')
 WORKSPACE = Str(4096, 1, check=_absolute, what="the workspace's absolute path")
 SCOPE = Obj({"paths": Arr(Str(4096, 1)), "symbols": Arr(SYMBOL, nullable=True), "ops": Arr(Str(32)),

@@ -160,9 +160,10 @@ def test_stop_sends_back_within_stop_rounds_and_a_proposal_carries_the_files(rep
     seq = env.status()["next_seq"]
     env.client.call("hook.stop", {"harness": "claude-code", "files": files}, token=ada)
     assert env.status()["next_seq"] == seq      # a clean report is new once
-    with pytest.raises(LoncaError) as e:
-        env.client.call("hook.stop", {"harness": "claude-code", "files": [{"path": "app.py", "entry": {"blob": "x"}}]}, token=ada)
-    assert e.value.code == "invalid"
+    for entry in ({"blob": "x"}, {"mode": None}):     # a local file's entry names its blob (the fuzzer's internal)
+        with pytest.raises(LoncaError) as e:
+            env.client.call("hook.stop", {"harness": "claude-code", "files": [{"path": "app.py", "entry": entry}]}, token=ada)
+        assert e.value.code == "invalid"
     # session.end reports the same way: what a standing proposal carries is not left behind
     extra = {"path": "notes.md", "entry": {"mode": "regular", "blob": _blob("n\n")}}
     ended = env.client.call("session.end", {"files": files + [extra]}, token=ada)
