@@ -165,8 +165,10 @@ def _patch_effects(text: str, held: dict, inside) -> dict[str, bytes | None] | N
             if op.kind == "add":
                 content = (op.content or "").encode()
             elif op.kind == "update":
+                if at is None and (not op.move_to or inside(op.move_to) is None):
+                    continue        # outside the workspace, and staying there: not observed
                 now = out[at] if at in out else held.get(at) if at else None
-                if now is None:     # not in the workspace (or outside it): Codex refuses the patch
+                if now is None:     # not in the workspace (Codex refuses the patch), or brought in from outside
                     return None
                 content = apply_patch.apply(now.decode(), op.chunks).encode()
             if op.move_to:

@@ -253,6 +253,10 @@ def test_a_codex_patch_is_judged_on_every_file_it_writes(repo_env):
     assert codex_pre(env, ada, "apply this", {})["decision"] == "allow"
     outside = codex_pre(env, ada, "*** Begin Patch\n*** Add File: /tmp/notes.txt\n+x\n*** End Patch\n", {})
     assert outside == {"decision": "allow", "reason": "outside the workspace: not observed"}
+    # a file outside beside one inside: the one inside is judged
+    mixed = codex_pre(env, ada, "*** Begin Patch\n*** Update File: /tmp/notes.txt\n@@\n-x\n+y\n"
+                                "*** Add File: lib/other.py\n+z = 1\n*** End Patch\n", {})
+    assert mixed["decision"] == "deny" and "lease_missing:lib/other.py#<file>" in mixed["reason"]
     # the shell heredoc Codex runs as apply_patch, from a folder of the workspace, is judged the same
     heredoc = "cd lib && apply_patch <<'EOF'\n*** Begin Patch\n*** Add File: more.py\n+y = 2\n*** End Patch\nEOF\n"
     shell = env.client.call("hook.event", {"hook_event_name": "PreToolUse", "tool_name": "Bash", "tool_input": {
@@ -263,7 +267,8 @@ def test_a_codex_patch_is_judged_on_every_file_it_writes(repo_env):
     assert [(e["tool"], e["decision"], e["paths"]) for e in events] == [
         ("apply_patch", "allow", ["app.py"]), ("apply_patch", "deny", ["app.py", "lib/new.py"]),
         ("apply_patch", "deny", ["app.py"]), ("apply_patch", "deny", ["app.py"]),
-        ("apply_patch", "deny", [".lonca/session"]), ("Bash", "deny", ["lib/more.py"])]
+        ("apply_patch", "deny", [".lonca/session"]), ("apply_patch", "deny", ["lib/other.py"]),
+        ("Bash", "deny", ["lib/more.py"])]
 
 
 def test_hook_input_reads_each_harness_event_with_its_profile(repo_env):
