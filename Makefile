@@ -30,11 +30,12 @@ system-deps:
 	  else echo "missing Debian packages:$$missing (install them as root)" >&2; fi; \
 	fi
 
-# The agent harness CLIs the tests drive offline (tests/harness/: Claude Code, Gemini CLI), pinned, into .harness/ (the
+# The agent harness CLIs the tests drive offline (tests/harness/: Claude Code, Codex, Gemini CLI), pinned, into .harness/ (the
 # project's folder, ignored by git); node and npm from Debian when missing. Install scripts are
 # skipped: the tests run the platform binary Claude Code ships beside its launcher. One npm
 # install names every package: npm removes from the folder what a later install does not name.
 CLAUDE_CODE_VERSION := 2.1.332
+CODEX_VERSION := 0.171.0
 GEMINI_CLI_VERSION := 0.61.0
 harness-deps:
 	@command -v npm >/dev/null || { \
@@ -42,7 +43,7 @@ harness-deps:
 	    echo "installing Debian packages: nodejs npm"; \
 	    apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q nodejs npm >/dev/null; \
 	  else echo "missing Debian packages: nodejs npm (install them as root)" >&2; fi; }
-	@pkgs="@anthropic-ai/claude-code@$(CLAUDE_CODE_VERSION) @google/gemini-cli@$(GEMINI_CLI_VERSION)"; \
+	@pkgs="@anthropic-ai/claude-code@$(CLAUDE_CODE_VERSION) @openai/codex@$(CODEX_VERSION) @google/gemini-cli@$(GEMINI_CLI_VERSION)"; \
 	for pkg in $$pkgs; do \
 	  name=$${pkg%@*}; \
 	  test "$$(sed -n 's/^  "version": "\(.*\)".*/\1/p' .harness/node_modules/$$name/package.json 2>/dev/null)" = "$${pkg##*@}" || stale=1; \

@@ -14,19 +14,90 @@ import sys
 from pathlib import Path
 
 HARNESSES = ("claude-code", "codex", "gemini")
+# What Lonca knows of each harness's hooks (seed 001, hook.input: "the harness's profile"): its
+# events by its own names, each read as one of the moments Lonca hooks (session_start; input, a
+# prompt the user sent; before_tool and after_tool; stop), the prefix it gives the tools of the
+# `lonca` MCP server, whether its before-tool event covers those tools (before_tool_mcp: mcp.call
+# then expects one), and whether context can be added after a tool call (tool_context). Checked
+# with Claude Code 2.1.332, Codex 0.171.0 and Gemini CLI 0.61.0.
+PROFILES = {
+    "claude-code": {"events": {"SessionStart": "session_start", "UserPromptSubmit": "input", "PreToolUse": "before_tool",
+                               "PostToolUse": "after_tool", "Stop": "stop"},
+                    "tool_prefix": "mcp__lonca__", "before_tool_mcp": True, "tool_context": True},
+    "codex": {"events": {"SessionStart": "session_start", "UserPromptSubmit": "input", "PreToolUse": "before_tool",
+                         "PostToolUse": "after_tool", "Stop": "stop"},
+              "tool_prefix": "mcp__lonca__", "before_tool_mcp": True, "tool_context": True},
+    "gemini": {"events": {"SessionStart": "session_start", "BeforeAgent": "input", "BeforeTool": "before_tool",
+                          "AfterTool": "after_tool", "AfterAgent": "stop"},
+               "tool_prefix": "mcp_lonca_", "before_tool_mcp": False, "tool_context": True},
+}
 # the write tools of each harness, by the input field that names the file (service/hook_methods.py
-# judges their calls; `lonca hook` sends the file they name as the workspace holds it)
+# judges their calls; `lonca hook` sends the files they write as the workspace holds them).
+# Codex's apply_patch names no file: its field holds a patch (lonca/apply_patch.py), whose headers
+# name every file it writes; Codex also applies a shell command that is an apply_patch heredoc
+# (patch_of).
 WRITE_TOOLS = {"claude-code": {"Edit": "file_path", "Write": "file_path", "MultiEdit": "file_path",
                                "NotebookEdit": "notebook_path"},
                "gemini": {"replace": "file_path", "write_file": "file_path"},
-               "codex": {}}
+               "codex": {"apply_patch": "command"}}
+PATCH_TOOLS = {"apply_patch"}
 # the read tools of each harness, by the input field that names what they read: a read outside
 # the workspace and the session's scratch taints the session (its words may steer the agent)
 READ_TOOLS = {"claude-code": {"Read": "file_path", "Grep": "path", "Glob": "path"},
-              "gemini": {"read_file": "file_path"}, "codex": {}}
+              "gemini": {"read_file": "file_path"}, "codex": {"view_image": "path"}}
 # how a harness names the tools of the `lonca` MCP server, where its before-tool event covers MCP
-# tools (before_tool_mcp: Claude Code's only, for now)
-MCP_PREFIX = {"claude-code": "mcp__lonca__"}
+# tools (mcp.call compares them)
+MCP_PREFIX = {h: p["tool_prefix"] for h, p in PROFILES.items() if p["before_tool_mcp"]}
+
+
+def patch_of(harness: str, tool: str | None, tool_input: dict) -> tuple[str, str | None] | None:
+    """(the patch text, the folder its paths are relative to or None) when a tool call applies a
+    Codex patch: its apply_patch tool, or a shell command Codex runs as apply_patch itself."""
+    if harness != "codex":
+        return None
+    command = tool_input.get("command")
+    if not isinstance(command, str):
+        return None
+    from lonca.apply_patch import from_shell
+    return (command, None) if tool in PATCH_TOOLS else from_shell(command) if tool == "Bash" else None
+
+
+def written_paths(harness: str, tool: str | None, tool_input: dict) -> list[str] | None:
+    """The paths (as the tool names them, from the harness's cwd) a write tool's call writes; None
+    for a tool that writes no file the harness names, or whose input does not say (the worker
+    answers that)."""
+    patch = patch_of(harness, tool, tool_input)
+    if patch is not None:
+        from lonca.apply_patch import PatchError, parse
+        try:
+            return [os.path.join(patch[1], p) if patch[1] else p for op in parse(patch[0]) for p in op.paths()]
+        except PatchError:
+            return None
+    key = WRITE_TOOLS.get(harness, {}).get(tool or "")
+    value = tool_input.get(key) if key else None
+    return [value] if isinstance(value, str) and tool not in PATCH_TOOLS else None
+
+
+# -- answers in each harness's shape ----------------------------------------------------------------
+
+def deny_output(harness: str, reason: str) -> dict:
+    """A before-tool answer that refuses the call; the model reads the reason."""
+    if harness == "gemini":
+        return {"decision": "deny", "reason": reason}
+    return {"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny",
+                                   "permissionDecisionReason": reason}}
+
+
+def context_output(harness: str, event: str, text: str) -> dict:
+    """An answer that adds text to what the model reads next (all three take this shape)."""
+    return {"hookSpecificOutput": {"hookEventName": event, "additionalContext": text}}
+
+
+def stop_output(harness: str, reason: str) -> dict:
+    """A stop answer that sends the agent back to work, with the reason as its next prompt."""
+    return {"decision": "deny" if harness == "gemini" else "block", "reason": reason}
+
+
 # what the daemon's client reads to find the worker: setup bakes them into the hook and MCP
 # commands, so the harness reaches the daemon of this workspace whatever its own environment
 DAEMON_ENV = ("LONCA_SOCKET", "LONCA_HOME")
@@ -82,6 +153,16 @@ def setup(name: str, root: Path) -> dict:
         report["note"] = ("Run `gemini` in the workspace, trusted (Gemini CLI reads no workspace settings in an "
                           "untrusted folder): its hooks call `lonca hook`, `lonca mcp` is the `lonca` MCP server, "
                           "and .gemini/GEMINI.md holds the rules.")
+    elif name == "codex":
+        report["files"] = _codex_files(root, mcp)
+        # checked with codex 0.171.0: `codex exec` reads a folder's .codex/ only once the folder is
+        # trusted (--trust records that in CODEX_HOME), and runs a hook only once its text is
+        # trusted, which only its interactive review or this flag gives
+        report["flags"] = ["--trust", "--dangerously-bypass-hook-trust"]
+        report["note"] = ("Run `codex` in the workspace and trust the folder and its hooks when it asks: its hooks call "
+                          "`lonca hook`, `lonca mcp` is the `lonca` MCP server, and .codex/config.toml gives the "
+                          "model the rules. `codex exec` can not ask: pass it the flags, which trust this folder "
+                          "and run the hooks setup wrote without their review.")
     else:
         report["note"] = (f"Lonca writes no setup for {name} yet: register `lonca mcp` (run in the workspace) as an "
                           "MCP server named lonca and give the model the rules; its sessions stay unobserved.")
@@ -98,8 +179,9 @@ def _claude_code_files(root: Path, mcp: dict) -> dict[str, str]:
     command = _hook_command(root, "claude-code")
     hook = [{"type": "command", "command": command, "timeout": 60}]
     settings = {
-        "hooks": {"SessionStart": [{"hooks": hook}], "PreToolUse": [{"matcher": "*", "hooks": hook}],
-                  "PostToolUse": [{"matcher": "*", "hooks": hook}], "Stop": [{"hooks": hook}]},
+        "hooks": {"SessionStart": [{"hooks": hook}], "UserPromptSubmit": [{"hooks": hook}],
+                  "PreToolUse": [{"matcher": "*", "hooks": hook}], "PostToolUse": [{"matcher": "*", "hooks": hook}],
+                  "Stop": [{"hooks": hook}]},
         "enabledMcpjsonServers": ["lonca"],
     }
     server = {"type": "stdio", "command": "sh", "args": ["-c", f"cd {shlex.quote(mcp['cwd'])} && exec "
@@ -115,12 +197,35 @@ def _gemini_files(root: Path, mcp: dict) -> dict[str, str]:
     context.fileName naming .gemini/GEMINI.md (beside the default GEMINI.md) loads the rules."""
     hook = [{"type": "command", "command": _hook_command(root, "gemini")}]
     settings = {
-        "hooks": {"SessionStart": [{"hooks": hook}], "BeforeTool": [{"matcher": ".*", "hooks": hook}],
+        "hooks": {"SessionStart": [{"hooks": hook}], "BeforeAgent": [{"hooks": hook}],
+                  "BeforeTool": [{"matcher": ".*", "hooks": hook}],
                   "AfterTool": [{"matcher": ".*", "hooks": hook}], "AfterAgent": [{"hooks": hook}]},
         "mcpServers": {"lonca": {"command": mcp["command"], "args": mcp["args"], "cwd": mcp["cwd"], "env": mcp["env"]}},
         "context": {"fileName": ["GEMINI.md", ".gemini/GEMINI.md"]},
     }
     return {".gemini/settings.json": json.dumps(settings, indent=2) + "\n", ".gemini/GEMINI.md": RULES}
+
+
+def _codex_files(root: Path, mcp: dict) -> dict[str, str]:
+    """Checked with Codex 0.171.0: project hooks in .codex/hooks.json (no matcher: every tool, its
+    apply_patch and MCP tools included), the MCP server and the model's instructions in
+    .codex/config.toml, so that a repository's own AGENTS.md stays as it is."""
+    hook = [{"type": "command", "command": _hook_command(root, "codex"), "timeout": 60}]
+    hooks = {"hooks": {event: [{"hooks": hook}] for event in PROFILES["codex"]["events"]}}
+
+    def toml(value) -> str:     # a TOML string, array or inline table of strings (JSON's escapes are TOML's)
+        if isinstance(value, dict):
+            return "{" + ", ".join(f"{json.dumps(k)} = {toml(v)}" for k, v in value.items()) + "}"
+        if isinstance(value, list):
+            return "[" + ", ".join(toml(v) for v in value) + "]"
+        return json.dumps(value, ensure_ascii=False)
+    config = (f"developer_instructions = {toml(RULES)}\n\n"
+              "[mcp_servers.lonca]\n"
+              f"command = {toml(mcp['command'])}\nargs = {toml(mcp['args'])}\ncwd = {toml(mcp['cwd'])}\n"
+              f"env = {toml(mcp['env'])}\n"
+              # `codex exec` refuses a tool that needs approval; the worker decides what lonca mcp's do
+              'default_tools_approval_mode = "approve"\n')
+    return {".codex/hooks.json": json.dumps(hooks, indent=2) + "\n", ".codex/config.toml": config}
 
 
 def refusals(root: Path, files: dict[str, str]) -> list[str]:

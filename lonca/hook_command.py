@@ -1,15 +1,17 @@
 """`lonca hook`: the one hook program of every harness and event. It reads the harness's JSON on
-stdin, asks the worker (hook.bind at session start, hook.event around a tool call, hook.stop when
-the agent would finish) and answers in the harness's own shape and exit codes:
+stdin and hands it to the worker's hook.input, which reads it with the harness's profile and says
+what comes next; the program answers in the harness's own shape and exit codes:
 
-- a tool call the worker denies: Claude Code's `hookSpecificOutput.permissionDecision: "deny"`
-  (Gemini CLI's `decision: "deny"`) with the worker's reason, which the model reads;
-- after a tool call, what the session's inbox holds, as the harness's `additionalContext`;
-- a stop with local changes no proposal carries: the worker's `output` (`decision: "block"`).
+- at session start: hook.bind, then the worker's context answer with the session filled in;
+- a tool call the worker denies: the worker's `output` (Claude Code's and Codex's
+  `hookSpecificOutput.permissionDecision: "deny"`, Gemini CLI's `decision: "deny"`), whose reason
+  the model reads; a write tool's files go with the call, as the workspace holds them;
+- after a tool call or a prompt: what the session's inbox holds, as the harness's context;
+- a stop with local changes no proposal carries: hook.stop's `output` (`decision: "block"`).
 
 Anything allowed prints nothing and exits 0, so the harness's own permissions still apply. When the
 worker can not be asked (unreachable, the session over), the hook says so on stderr and exits 1,
-which both harnesses treat as a non-blocking error: the write then goes unobserved, and its
+which the three harnesses treat as a non-blocking error: the write then goes unobserved, and its
 proposal escalates (unobserved_write) instead of the agent being stuck."""
 import base64
 import json
@@ -21,15 +23,13 @@ from pathlib import Path
 
 from lonca import workspace as wsp
 from lonca.client import Client, Unreachable
-from lonca.harness import WRITE_TOOLS
+from lonca.harness import PROFILES, written_paths
 from lonca.output import Usage
 from lonca.protocol import LoncaError
 
-# each harness's names for the four moments Lonca hooks
-EVENTS = {"claude-code": {"SessionStart": "start", "PreToolUse": "pre", "PostToolUse": "post", "Stop": "stop"},
-          "gemini": {"SessionStart": "start", "BeforeTool": "pre", "AfterTool": "post", "AfterAgent": "stop"},
-          "codex": {}}
-HOOK_EVENT_NAME = {"pre": "PreToolUse", "post": "PostToolUse"}   # hook.event's names, whatever the harness
+# what a harness sends that the worker never reads and the wire may refuse (a tool's output can
+# hold a fraction, or text shaped like a token): left out of the input hook.input gets
+UNREAD = ("tool_response",)
 
 
 def run(args) -> int:
@@ -39,13 +39,13 @@ def run(args) -> int:
         return _failed("the harness sent no JSON object on stdin")
     if not isinstance(data, dict):
         return _failed("the harness sent no JSON object on stdin")
-    moment = EVENTS[args.harness].get(data.get("hook_event_name"))
+    moment = PROFILES[args.harness]["events"].get(data.get("hook_event_name"))
     if moment is None:
         return 0    # an event Lonca does not hook: nothing to say
     try:
         ws = wsp.find(Path(args.workspace or data.get("cwd") or os.getcwd()))
         with Client() as c:
-            out = MOMENTS[moment](c, ws, args.harness, data)
+            out = _answer(c, ws, args.harness, data, moment)
     except (Unreachable, LoncaError, Usage) as e:
         return _failed(str(getattr(e, "message", None) or e))
     if out is not None:
@@ -62,10 +62,41 @@ def _call(c: Client, ws: wsp.Workspace, method: str, params: dict):
     return c.call(method, params, repo=ws.repo, token=ws.agent_token())
 
 
-def _start(c: Client, ws: wsp.Workspace, harness: str, data: dict) -> None:
-    _call(c, ws, "hook.bind", {"harness": harness, "harness_session": str(data.get("session_id") or "unknown")[:256],
-                               "sudo_without_password": _sudo_without_password(), "workspace": str(ws.root)})
-    return None
+def _answer(c: Client, ws: wsp.Workspace, harness: str, data: dict, moment: str) -> dict | None:
+    params = {"harness": harness, "input": {k: v for k, v in data.items() if k not in UNREAD}, "workspace": str(ws.root)}
+    tool_input = data.get("tool_input") if isinstance(data.get("tool_input"), dict) else {}
+    named = written_paths(harness, data.get("tool_name"), tool_input) if moment == "before_tool" else None
+    if named:
+        cwd = data.get("cwd") if isinstance(data.get("cwd"), str) else None
+        params["base"] = ws.base
+        params["files"] = [f for t in dict.fromkeys(named) for f in _as_held(ws.root, Path(cwd or ws.root) / t)]
+    res = _call(c, ws, "hook.input", params)
+    if res["phase"] == "session_start":
+        return _start(c, ws, harness, data, res)
+    if res["phase"] == "stop":
+        return _call(c, ws, "hook.stop", {"harness": harness, "files": wsp.end_files(ws)}).get("output")
+    return res.get("output")
+
+
+def _start(c: Client, ws: wsp.Workspace, harness: str, data: dict, res: dict) -> dict:
+    bound = _call(c, ws, "hook.bind", {"harness": harness, "harness_session": str(data.get("session_id") or "unknown")[:256],
+                                       "sudo_without_password": _sudo_without_password(), "workspace": str(ws.root)})
+    tools = res["tool_prefix"]
+    text = (f"Lonca: this workspace is session {res['session']} of the repository {ws.repo} (observation level "
+            f"{bound['level']}). Before you edit a symbol, take its lease ({tools}lease_acquire); an edit of a symbol "
+            f"you hold no lease for is denied before it runs. Propose finished work with {tools}propose.")
+    if bound["scratch"]:
+        text += " Notes and logs go under " + ", ".join(bound["scratch"]) + "."
+    return _fill(res["context"], text)
+
+
+def _fill(template, text: str):
+    """The worker's answer template with each "{context}" hole filled."""
+    if isinstance(template, dict):
+        return {k: _fill(v, text) for k, v in template.items()}
+    if isinstance(template, list):
+        return [_fill(v, text) for v in template]
+    return template.replace("{context}", text) if isinstance(template, str) else template
 
 
 def _sudo_without_password() -> bool:
@@ -80,25 +111,8 @@ def _sudo_without_password() -> bool:
         return False
 
 
-def _tool(c: Client, ws: wsp.Workspace, harness: str, data: dict, moment: str) -> dict | None:
-    tool, tool_input = data.get("tool_name"), data.get("tool_input")
-    tool_input = tool_input if isinstance(tool_input, dict) else {}
-    cwd = data.get("cwd") if isinstance(data.get("cwd"), str) else None
-    params = {"hook_event_name": HOOK_EVENT_NAME[moment], "tool_name": tool if isinstance(tool, str) else None,
-              "tool_input": tool_input, "cwd": cwd, "workspace": str(ws.root), "harness": harness}
-    key = WRITE_TOOLS[harness].get(tool) if moment == "pre" else None
-    if key and isinstance(tool_input.get(key), str):
-        params["base"] = ws.base
-        params["files"] = _as_held(ws.root, Path(cwd or ws.root) / tool_input[key])
-    res = _call(c, ws, "hook.event", params)
-    if moment == "pre":
-        return _deny(harness, res["reason"]) if res["decision"] == "deny" else None
-    news = _call(c, ws, "inbox", {}).get("text")
-    return {"hookSpecificOutput": {"hookEventName": data["hook_event_name"], "additionalContext": news}} if news else None
-
-
 def _as_held(root: Path, target: Path) -> list[dict]:
-    """The file a write tool names, as the workspace holds it now (none when it is absent or not a
+    """A file a write tool names, as the workspace holds it now (none when it is absent or not a
     plain file inside the workspace): the worker applies the tool to it."""
     full = Path(os.path.normpath(target))
     try:
@@ -108,19 +122,3 @@ def _as_held(root: Path, target: Path) -> list[dict]:
     if full.is_symlink() or not full.is_file():
         return []
     return [{"path": rel.as_posix(), "content_b64": base64.b64encode(full.read_bytes()).decode(), "mode": None}]
-
-
-def _deny(harness: str, reason: str) -> dict:
-    if harness == "gemini":
-        return {"decision": "deny", "reason": reason}
-    return {"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny",
-                                   "permissionDecisionReason": reason}}
-
-
-def _stop(c: Client, ws: wsp.Workspace, harness: str, data: dict) -> dict | None:
-    res = _call(c, ws, "hook.stop", {"harness": harness, "files": wsp.end_files(ws)})
-    return res.get("output")
-
-
-MOMENTS = {"start": _start, "pre": lambda c, ws, h, d: _tool(c, ws, h, d, "pre"),
-           "post": lambda c, ws, h, d: _tool(c, ws, h, d, "post"), "stop": _stop}

@@ -1,8 +1,9 @@
-"""The CLI for runners (seed 001, "CLI for runners"): session start / end / heartbeat, workspace
+"""The CLI for runners (seed 001, "CLI for runners"): session start / end / heartbeat / rotate, workspace
 create, sync, propose, lease acquire / release / renew / interest, events, symbols, preview,
 negotiate, pending, approve, reject. Each takes --json and then prints one JSON value of the
 seed's shape on stdout (for symbols, preview and negotiate: the result of the method of that name)."""
 import getpass
+import json
 import secrets
 import sys
 from pathlib import Path
@@ -38,6 +39,7 @@ def register(sub) -> None:
     jn.add_argument("--dir", help="the workspace folder (default: ./<repo>-<session>)")
     command(s, "end", "end the session of this workspace", cmd_session_end)
     command(s, "heartbeat", "tell the worker this session is alive", cmd_heartbeat)
+    command(s, "rotate", "replace this workspace's session token (the old one stops working)", cmd_session_rotate)
 
     w = sub.add_parser("workspace", help="workspaces").add_subparsers(dest="workspace_cmd", metavar="COMMAND")
     command(w, "create", "a git checkout of trunk (for reading; agents get one with session start)",
@@ -240,6 +242,22 @@ def cmd_heartbeat(args) -> int:
         res = c.call("session.heartbeat", {}, repo=ws.repo, token=token)
     out = {"session": ws.session, "seq": res["seq"], "timeout_ms": res["timeout_ms"], "leases": res["leases"]}
     return _logged(args, out, f"alive; next heartbeat within {res['timeout_ms'] // 3} ms; {len(res['leases'])} lease sets")
+
+
+def cmd_session_rotate(args) -> int:
+    """session.rotate, and the new token written where the old one was (seed 001)."""
+    ws = wsp.find()
+    token = ws.agent_token()
+    expires = json.loads(wsp.token_file(ws.root).read_text()).get("expires_ms")
+    with Client() as c:
+        res = c.call("session.rotate", {}, repo=ws.repo, token=token)
+    wsp.write_token(ws.root, res["token"], expires)
+    out = {"session": ws.session, "token_file": str(wsp.token_file(ws.root))}
+    if args.json:
+        emit_json(out)
+    else:
+        print(f"session {ws.session}: a new token is in {out['token_file']}; the old one no longer works")
+    return OK
 
 
 def cmd_workspace_create(args) -> int:

@@ -2,11 +2,12 @@
 what a harness's hooks tell the worker, and what the worker answers them.
 
 A write tool's call (Claude Code's Edit, Write, MultiEdit, NotebookEdit; Gemini CLI's replace and
-write_file) is judged before it runs from its own effect: the worker applies the tool's input to
-the file as the workspace holds it (sent with the event), computes the facts of that one step with
-the symbols engine, and denies it when the session lacks a lease those facts need or the scope
-does not reach them. Shell commands can not be judged that way: they run, and a path a proposal
-touches that no judged write tool wrote escalates as unobserved_write:<path> (change_methods).
+write_file; Codex's apply_patch, a patch of several files, also run as a shell heredoc) is judged
+before it runs from its own effect: the worker applies the tool's input to the files as the
+workspace holds them (sent with the event), computes the facts of that one step with the symbols
+engine, and denies it when the session lacks a lease those facts need or the scope does not reach
+them. Other shell commands can not be judged that way: they run, and a path a proposal touches
+that no judged write tool wrote escalates as unobserved_write:<path> (change_methods).
 
 Params are checked at the edge against service/schemas.py; a harness's tool input is read here
 key by key."""
@@ -18,7 +19,9 @@ from dataclasses import dataclass, field
 
 import pygit2
 
-from lonca.harness import MCP_PREFIX, READ_TOOLS, WRITE_TOOLS
+from lonca import apply_patch
+from lonca.harness import (HARNESSES, MCP_PREFIX, PATCH_TOOLS, READ_TOOLS, WRITE_TOOLS, patch_of, stop_output as stop_shape,
+                           written_paths)
 from lonca.protocol import LoncaError
 from lonca.symbols import TreeEntry, compute_facts
 
@@ -54,7 +57,11 @@ def _seen(call: Call) -> HookSeen:
 
 @method("hook.event", "agent", writes=True)
 async def hook_event(call: Call) -> dict:
-    p = call.params
+    return await judge(call, call.params)
+
+
+async def judge(call: Call, p: dict) -> dict:
+    """hook.event's answer to its params `p` (hook.input reads a harness's event into the same)."""
     event, harness = p["hook_event_name"], p.get("harness") or "claude-code"
     tool, tool_input, cwd, base = p.get("tool_name"), p.get("tool_input") or {}, p.get("cwd"), p.get("base")
     ws = os.path.normpath(p["workspace"])
@@ -63,6 +70,9 @@ async def hook_event(call: Call) -> dict:
     seen = _seen(call)
     now = d.now_ms()
     seen.last_hook_ms = now
+    if harness not in HARNESSES:    # the seed: a harness Lonca does not know is denied, whatever the event
+        return {"decision": "deny", "reason": f"Lonca does not know the harness {harness[:64]!r}: it can not tell what "
+                                              f"its tools do. Run the agent in {', '.join(HARNESSES)}."}
     if event != "PreToolUse" or tool is None:
         return {"decision": "allow", "reason": ""}
     prefix = MCP_PREFIX.get(harness)
@@ -77,34 +87,45 @@ async def hook_event(call: Call) -> dict:
         if rec.taint is None and not _within(full, [ws, *(rec.scope.get("scratch") or [])]):
             return await d.log.append(rs.name, _taint(call, rs, f"read_outside:{full}"))
         return {"decision": "allow", "reason": ""}
-    key = WRITE_TOOLS[harness].get(tool)
-    if key is None:
+    key, patch = WRITE_TOOLS[harness].get(tool), patch_of(harness, tool, tool_input)
+    if key is None and patch is None:
         return {"decision": "allow", "reason": ""}
-    target = tool_input.get(key)
-    if not isinstance(target, str):
+    named = written_paths(harness, tool, tool_input)
+    if named is None:
+        if patch is not None or tool in PATCH_TOOLS:     # the harness refuses it by itself
+            return {"decision": "allow", "reason": "the patch could not be read; it is judged at propose"}
         raise LoncaError("invalid", f"tool_input.{key} must be a string: the file {tool} writes")
-    full = os.path.normpath(os.path.join(cwd or ws, target))
-    if not _within(full, [ws]):
+
+    def inside(target: str) -> str | None:
+        full = os.path.normpath(os.path.join(cwd or ws, target))
+        return full[len(ws):].lstrip("/") if full != ws and _within(full, [ws]) else None
+    rels = list(dict.fromkeys(r for r in map(inside, named) if r is not None))
+    if not rels:
         return {"decision": "allow", "reason": "outside the workspace: not observed"}
-    rel = full[len(ws):].lstrip("/") or "."
-    refusal = _path_refusal(rec, rel)
+    refusal = next(filter(None, (_path_refusal(rec, rel) for rel in rels)), None)
     if refusal:
-        return await d.log.append(rs.name, _observation(call, rs, tool, rel, [refusal[0]], refusal[1]))
-    before = next((f["data"] for f in files if f["path"] == rel), None)
+        return await d.log.append(rs.name, _observation(call, rs, tool, rels, [refusal[0]], refusal[1]))
+    held = {f["path"]: f["data"] for f in files}
+    if patch is None:
+        one = _effect(tool, tool_input, held.get(rels[0]))
+        effects = None if one is None else {rels[0]: one}
+    else:
+        text, folder = patch
+        effects = _patch_effects(text, held, lambda t: inside(os.path.join(folder, t) if folder else t))
     if base is None:
         raise LoncaError("invalid", "hook.event of a write tool needs base, the workspace's base commit")
-    step = await _step(call, rs, base, rel, before, _effect(tool, tool_input, before))
+    step = await _step(call, rs, base, held, effects) if effects is not None else None
     if step is None:  # the tool will fail on its own (no such text), or the effect is not text
         return {"decision": "allow", "reason": "the tool's effect could not be computed; it is judged at propose"}
     rec = rs.sessions[me]
-    if rel in rec.written and not _lease_verdict(rs, rec, step, d.now_ms())[0]:
-        # the hooks saw a write tool write this path already: another allowed step of it changes
-        # nothing the log holds, so it is answered without an entry (a denial is still logged).
-        # What the verdict read is made durable first, as a reader's answer is.
+    if all(rel in rec.written for rel in rels) and not _lease_verdict(rs, rec, step, d.now_ms())[0]:
+        # the hooks saw a write tool write these paths already: another allowed step of them
+        # changes nothing the log holds, so it is answered without an entry (a denial is still
+        # logged). What the verdict read is made durable first, as a reader's answer is.
         await d.log.settled()
         return {"decision": "allow", "reason": ""}
     # the answer's decision is the tool's (the observe entry itself is always allowed)
-    return await d.log.append(rs.name, _observation(call, rs, tool, rel, None, None, step))
+    return await d.log.append(rs.name, _observation(call, rs, tool, rels, None, None, step))
 
 
 def _within(path: str, roots: list[str]) -> bool:
@@ -144,6 +165,35 @@ def _path_refusal(rec: SessionRec, rel: str) -> tuple[str, str] | None:
     return None
 
 
+def _patch_effects(text: str, held: dict, inside) -> dict[str, bytes | None] | None:
+    """What a Codex patch leaves in each file it writes ({path: content, None for a deletion}),
+    from the files as the workspace holds them (`held`); None when Codex would refuse it.
+    `inside` maps a path as the patch names it to the workspace's (None: outside it, not observed)."""
+    out: dict[str, bytes | None] = {}
+    try:
+        for op in apply_patch.parse(text):
+            at = inside(op.path)
+            content: bytes | None = None    # a deletion
+            if op.kind == "add":
+                content = (op.content or "").encode()
+            elif op.kind == "update":
+                if at is None and (not op.move_to or inside(op.move_to) is None):
+                    continue        # outside the workspace, and staying there: not observed
+                now = out[at] if at in out else held.get(at) if at else None
+                if now is None:     # not in the workspace (Codex refuses the patch), or brought in from outside
+                    return None
+                content = apply_patch.apply(now.decode(), op.chunks).encode()
+            if op.move_to:
+                if at is not None:
+                    out[at] = None
+                at = inside(op.move_to)
+            if at is not None:
+                out[at] = content
+    except (apply_patch.PatchError, UnicodeDecodeError):
+        return None
+    return out
+
+
 def _effect(tool: str, ti: dict, before: bytes | None) -> bytes | None:
     """The file's content after the tool, None when the tool would fail or does not write text."""
     if tool in ("Write", "write_file"):
@@ -172,68 +222,70 @@ def _effect(tool: str, ti: dict, before: bytes | None) -> bytes | None:
 STEP_ON_LOOP_BYTES = 64 * 1024  # a step this small, on a base whose map is held, is judged on the loop
 
 
-async def _step(call: Call, rs: RepoState, base: str, rel: str, before: bytes | None, after: bytes | None):
-    """Facts of this one write step (_step_facts), None when its effect is unknown. A small file
-    on a base whose tree map is held is computed on the loop: it reads no store (the two sides
-    are in memory), and the hop to a thread and back cost more than the step. Otherwise a thread
-    with its own handle reads the base's map (and checks the commit exists)."""
-    if after is None:
-        return None
+async def _step(call: Call, rs: RepoState, base: str, held: dict, effects: dict[str, bytes | None]):
+    """Facts of this write step (_step_facts). A small one on a base whose tree map is held is
+    computed on the loop: it reads no store (both sides are in memory), and the hop to a thread
+    and back cost more than the step. Otherwise a thread with its own handle reads the base's map
+    (and checks the commit exists)."""
     d = call.ctx
     base_map = d.tree_maps.held(base) if base in rs.trunks else None   # a trunk of this repository
-    if base_map is not None and len(after) + len(before or b"") <= STEP_ON_LOOP_BYTES:
-        return _step_facts(d.symbols, base_map, rel, before, after)
+    size = sum(len(after or b"") + len(held.get(rel) or b"") for rel, after in effects.items())
+    if base_map is not None and size <= STEP_ON_LOOP_BYTES:
+        return _step_facts(d.symbols, base_map, held, effects)
     symbols, maps = d.symbols, d.tree_maps
 
     def work(store: pygit2.Repository):
         if not commit_exists(store, base):
             raise LoncaError("not_found", f"no commit {base} in this repository; sync the workspace")
-        return _step_facts(symbols, maps.get(store, base), rel, before, after)
+        return _step_facts(symbols, maps.get(store, base), held, effects)
     return await on_store(call, work)
 
 
-def _step_facts(symbols, base_map: Mapping[str, TreeEntry], rel: str, before: bytes | None, after: bytes):
-    """Facts of this one step: the file as the workspace holds it → as the tool leaves it, on the
-    workspace's base, as (facts JSON, containers, nesting) like a proposal's (Prepared). Blobs are
-    hashed, not written: nothing of a step lands in the store, and only `rel` is compared."""
-    mode = base_map[rel].mode if rel in base_map and base_map[rel].mode in ("100644", "100755") else "100644"
+def _step_facts(symbols, base_map: Mapping[str, TreeEntry], held: dict, effects: dict[str, bytes | None]):
+    """Facts of this one step: the files as the workspace holds them (`held`) → as the tool leaves
+    them (`effects`, None for a deletion), on the workspace's base, as (facts JSON, containers,
+    nesting) like a proposal's (Prepared). Blobs are hashed, not written: nothing of a step lands
+    in the store, and only the paths it writes are compared."""
     blobs: dict[str, bytes] = {}
 
-    def entry(data: bytes) -> TreeEntry:
+    def entry(rel: str, data: bytes | None) -> TreeEntry | None:
+        if data is None:
+            return None
+        mode = base_map[rel].mode if rel in base_map and base_map[rel].mode in ("100644", "100755") else "100644"
         oid = str(pygit2.hash(data))
         blobs[oid] = data
         return TreeEntry(oid, mode)
-    before_map = _Overlay(base_map, rel, None if before is None else entry(before))
-    after_map = _Overlay(base_map, rel, entry(after))
-    facts = compute_facts(before_map, after_map, blobs.__getitem__, symbols, paths=[rel], affected=False)
+    before_map = _Overlay(base_map, {rel: entry(rel, held.get(rel)) for rel in effects})
+    after_map = _Overlay(base_map, {rel: entry(rel, after) for rel, after in effects.items()})
+    facts = compute_facts(before_map, after_map, blobs.__getitem__, symbols, paths=list(effects), affected=False)
     return facts_json(facts), facts.containers, facts.nesting
 
 
 class _Overlay(Mapping):
-    """A tree map with one path's entry replaced, or taken out (None), without copying the map
+    """A tree map with some paths' entries replaced, or taken out (None), without copying the map
     (a team's tree holds 100 000 paths)."""
 
-    def __init__(self, base: Mapping[str, TreeEntry], path: str, entry: TreeEntry | None):
-        self.base, self.path, self.entry = base, path, entry
+    def __init__(self, base: Mapping[str, TreeEntry], changed: dict[str, TreeEntry | None]):
+        self.base, self.changed = base, changed
 
     def __getitem__(self, key: str) -> TreeEntry:
-        if key != self.path:
+        if key not in self.changed:
             return self.base[key]
-        if self.entry is None:
+        found = self.changed[key]
+        if found is None:
             raise KeyError(key)
-        return self.entry
+        return found
 
     def __iter__(self):
-        yield from (k for k in self.base if k != self.path)
-        if self.entry is not None:
-            yield self.path
+        yield from (k for k in self.base if k not in self.changed)
+        yield from (k for k, e in self.changed.items() if e is not None)
 
     def __len__(self) -> int:
-        return len(self.base) - (self.path in self.base) + (self.entry is not None)
+        return sum(1 for _ in self)
 
 
-def _observation(call: Call, rs: RepoState, tool: str, rel: str, refused: list[str] | None, message: str | None,
-                 step: tuple | None = None):
+def _observation(call: Call, rs: RepoState, tool: str, rels: list[str], refused: list[str] | None,
+                 message: str | None, step: tuple | None = None):
     """The decision of a write step, made in the writer (where leases change), and its observe entry."""
     d, me = call.ctx, call.auth.session
 
@@ -243,7 +295,7 @@ def _observation(call: Call, rs: RepoState, tool: str, rel: str, refused: list[s
         reasons, text = (refused, message) if refused else _lease_verdict(rs, rec, step, now)
         outcome = "deny" if reasons else "allow"
         op = {"op": "observe", "session": me,
-              "events": [{"kind": "write", "tool": tool, "paths": [rel], "decision": outcome, "reasons": reasons}]}
+              "events": [{"kind": "write", "tool": tool, "paths": rels, "decision": outcome, "reasons": reasons}]}
         return Draft(actor=call.auth.actor, op=op, decision=allow(),
                      result=lambda entry: {"decision": outcome, "reason": text or ""})
     return decide
@@ -352,9 +404,7 @@ def stop_output(harness: str, paths: list[str], total: int) -> dict:
     reason = (f"Lonca: your workspace has local changes that no proposal carries: {shown}. Propose them before you "
               "finish (`lonca propose -m '<what the change does and why>'` in the workspace, or the propose tool of "
               "lonca mcp), or undo the ones you do not mean to keep.")
-    if harness == "gemini":
-        return {"decision": "deny", "reason": reason}
-    return {"decision": "block", "reason": reason}
+    return stop_shape(harness, reason)
 
 
 @method("hook.stop", "agent", writes=True)

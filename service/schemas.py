@@ -238,7 +238,8 @@ FILE_CHANGE = Obj({"path": PATH, "content_b64": Str(1 << 31, nullable=True, what
                    "mode": Str(enum=("regular", "executable", "symlink", "submodule"), nullable=True)},
                   frozenset({"path"}), what='a file change {"path", "content_b64", "mode"}')
 FILES = Arr(FILE_CHANGE, 100_000)
-LOCAL_FILE = Obj({"path": PATH, "entry": Obj({"mode": Str(32, nullable=True), "blob": GIT_ID}, nullable=True)},
+LOCAL_FILE = Obj({"path": PATH, "entry": Obj({"mode": Str(32, nullable=True), "blob": GIT_ID}, frozenset({"blob"}),
+                                              nullable=True)},
                  frozenset({"path"}), what='a local file {"path", "entry"}')
 WORKSPACE = Str(4096, 1, check=_absolute, what="the workspace's absolute path")
 SCOPE = Obj({"paths": Arr(Str(4096, 1)), "symbols": Arr(SYMBOL, nullable=True), "ops": Arr(Str(32)),
@@ -251,6 +252,8 @@ CLAIM = Obj({"intent": TEXT, **{k: (TESTS if k == "tests" else Arr(Str(4096), 10
              "revert_of": Str(32, 32, r"[k-z]{32}", nullable=True, what="a change id")},
             nullable=True, what="a claim")
 
+BASE = Str(40, 40, r"[0-9a-f]{40}", nullable=True, what=GIT_ID.what)
+HELD = Arr(FILE_CHANGE, 100_000, nullable=True)
 # A signed op is logged as it was signed, so its scope names every field (null where the type
 # allows) but scratch, which the seed makes optional; the session's record fills it (scope.full_scope).
 SESSION_START = Obj({"session": NAME, "agent": AGENT, "model": Str(NAME_MAX, nullable=True),
@@ -298,6 +301,7 @@ SCHEMAS: dict[str, Obj] = {
     "inbox": NONE,
     "human.logout": NONE,
     "session.heartbeat": NONE,
+    "session.rotate": NONE,
     "human.login": params({"sig": SIGNATURE, "ttl_ms": Int(nullable=True)}, ["sig"]),
     "repo.prepare_init": params({"repo": NAME, "human": NAME, "human_key": HUMAN_KEY,
                                  "import_from": Str(4096, 1, nullable=True), "branch": Str(255, 1, nullable=True),
@@ -334,11 +338,15 @@ SCHEMAS: dict[str, Obj] = {
                              "leases": Arr(NAME, 1000, nullable=True)}, ["agent", "scope", "expires_ms"]),
     "session.end": params({"files": Arr(LOCAL_FILE, 100_000, nullable=True)}),
     "security.events": params({"since_ms": Int(nullable=True)}),
+    # base and files, which the seed does not name, are the write tool's files as the workspace
+    # holds them: the seed counts hook.event and hook.input among the methods that carry files
+    # (docs/decisions.md, "hook.event's params and the seed"); an unknown harness is the method's deny
     "hook.event": params({"hook_event_name": Str(enum=("PreToolUse", "PostToolUse")), "tool_name": Str(256, nullable=True),
                           "tool_input": Free(nullable=True), "cwd": Str(4096, nullable=True), "workspace": WORKSPACE,
-                          "harness": Str(enum=HARNESSES, nullable=True),
-                          "base": Str(40, 40, r"[0-9a-f]{40}", nullable=True, what=GIT_ID.what),
-                          "files": Arr(FILE_CHANGE, 100_000, nullable=True)}, ["hook_event_name", "workspace"]),
+                          "harness": Str(64, 1, nullable=True), "base": BASE, "files": HELD},
+                         ["hook_event_name", "workspace"]),
+    "hook.input": params({"harness": Str(64, 1), "input": Free(), "workspace": WORKSPACE, "base": BASE, "files": HELD},
+                         ["harness", "input", "workspace"]),
     "hook.bind": params({"harness": Str(enum=HARNESSES), "harness_session": Str(256, 1), "sudo_without_password": Bool(),
                          "workspace": Str(4096, 1, nullable=True, check=_absolute)},
                         ["harness", "harness_session", "sudo_without_password"]),

@@ -1,4 +1,5 @@
-"""Agent sessions: session.start (a human's signed operation), session.heartbeat, session.end."""
+"""Agent sessions: session.start (a human's signed operation), session.heartbeat, session.end,
+session.rotate."""
 
 from lonca.protocol import LoncaError
 
@@ -111,3 +112,23 @@ async def end(call: Call) -> dict:
         return Draft(actor=call.auth.actor, op=op, decision=allow(), result=result, after_commit=[ended])
 
     return await d.log.append(rs.name, decide)
+
+
+@method("session.rotate", "agent")
+async def rotate(call: Call) -> dict:
+    """A new token for the caller's session; the one the request carried stops working before the
+    answer leaves. Not logged (seed 001): no entry could name a token, and the session, its leases
+    and its expiry are unchanged. Both rows are written in one transaction, so a restart knows the
+    new token and not the old one."""
+    d = call.ctx
+    rs = call.repo_state()
+    if rs.sessions[call.auth.session].level == "isolated":
+        raise LoncaError("forbidden", "an isolated session's token is lonca run's: it rotates it, not the agent")
+    old = d.tokens.rows[call.auth.token_hash]
+    token = new_agent_token()
+    row = TokenRow(token_hash=token_hash(token), kind="agent", repo=old.repo, session=old.session,
+                   expires_ms=old.expires_ms)
+    await d.db_write([row, TokenRow(**{**old.model_dump(), "ended": True})])
+    d.tokens.add(row)
+    d.tokens.rows.pop(old.token_hash, None)     # unknown from now on: unauthenticated
+    return {"token": token}

@@ -180,8 +180,9 @@ def mangle(text: str, how: str) -> bytes:
 
 
 def choose_token(method: str, pick: str, target: dict):
-    # The fuzzer never ends its own sessions: a real token goes with neither session.end nor human.logout.
-    if method in ("session.end", "human.logout") and pick in ("human", "agent"):
+    # The fuzzer never ends its own sessions or replaces their tokens: a real token goes with neither
+    # session.end, human.logout nor session.rotate.
+    if method in ("session.end", "human.logout", "session.rotate") and pick in ("human", "agent"):
         pick = "fake"
     return {"human": target["human"], "agent": target["agent"], "none": None,
             "fake": "lonca_" + "0" * 64}[pick]

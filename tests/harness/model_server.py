@@ -10,14 +10,22 @@ tool_result, with a hook's denial reason in it).
 
 Gemini CLI (`GOOGLE_GEMINI_BASE_URL`) posts to /v1beta/models/<model>:streamGenerateContent?alt=sse
 (generateContent for side requests); a step is a candidate with one part, a functionCall or a text,
-and what it sends back after a tool is a functionResponse part."""
+and what it sends back after a tool is a functionResponse part.
+
+Codex (a custom model provider whose base_url is http://127.0.0.1:PORT/v1, wire_api "responses")
+posts every turn to /v1/responses and reads server-sent events (response.created,
+response.output_item.done, response.completed). A step is one output item: a function_call (JSON
+arguments), a custom_tool_call (its input is text: apply_patch's patch) or an assistant message;
+what it sends back after a tool is a function_call_output or custom_tool_call_output item."""
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
-def tool_use(name: str, input: dict) -> dict:
-    return {"tool_use": {"name": name, "input": input}}
+def tool_use(name: str, input: dict | str, namespace: str | None = None) -> dict:
+    """A tool call; an input that is text is a Responses API custom tool's (Codex's apply_patch),
+    and a namespace is that of a Responses API namespace tool (Codex's MCP tools: mcp__<server>)."""
+    return {"tool_use": {"name": name, "input": input, **({"namespace": namespace} if namespace else {})}}
 
 
 def text(words: str) -> dict:
@@ -65,6 +73,23 @@ class ModelServer:
 
     def gemini_user_texts(self) -> list[str]:
         return ["\n".join(p.get("text", "") for p in body["contents"][-1]["parts"]) for body in self.turns]
+
+    def codex_outputs(self) -> list[dict]:
+        """Every tool output item Codex sent back, in order, each once (a later turn repeats them)."""
+        out, seen = [], set()
+        for body in self.turns:
+            for item in body.get("input", []):
+                if item.get("type") in ("function_call_output", "custom_tool_call_output") and item["call_id"] not in seen:
+                    seen.add(item["call_id"])
+                    out.append(item)
+        return out
+
+    def codex_texts(self) -> list[str]:
+        """The text of every user or developer message of the last turn (a Stop hook's reason, a
+        hook's added context and the instructions come as such)."""
+        items = self.turns[-1].get("input", []) if self.turns else []
+        return [c.get("text", "") for item in items if item.get("type") == "message" for c in item.get("content") or []
+                if isinstance(c, dict)]
 
     def tool_results(self) -> list[dict]:
         """Every tool_result block Claude Code sent back, in order."""
@@ -125,6 +150,14 @@ class ModelServer:
                         self.wfile.write(data)
                     else:
                         self._json(200, reply)
+                elif path == "/v1/responses":
+                    data = "".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n"
+                                   for e in _responses(server.next_step(body))).encode()
+                    self.send_response(200)
+                    self.send_header("Content-Type", "text/event-stream")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
                 elif path == "/v1/messages":
                     step = server.next_step(body)
                     if body.get("stream"):
@@ -191,6 +224,25 @@ def _events(body: dict, step: dict):
     yield "message_delta", {"type": "message_delta", "delta": {"stop_reason": msg["stop_reason"], "stop_sequence": None},
                             "usage": {"output_tokens": 5}}
     yield "message_stop", {"type": "message_stop"}
+
+
+def _responses(step: dict) -> list[dict]:
+    """One turn of the Responses API as its stream of events: one output item, then completed."""
+    n = next(_ids)
+    if "tool_use" in step and isinstance(step["tool_use"]["input"], str):
+        item = {"type": "custom_tool_call", "id": f"ctc_{n}", "call_id": f"call_{n}", "name": step["tool_use"]["name"],
+                "input": step["tool_use"]["input"], "status": "completed"}
+    elif "tool_use" in step:
+        item = {"type": "function_call", "id": f"fc_{n}", "call_id": f"call_{n}", "name": step["tool_use"]["name"],
+                "arguments": json.dumps(step["tool_use"]["input"]), "status": "completed",
+                **({"namespace": step["tool_use"]["namespace"]} if "namespace" in step["tool_use"] else {})}
+    else:
+        item = {"type": "message", "id": f"msg_{n}", "role": "assistant", "status": "completed",
+                "content": [{"type": "output_text", "text": step["text"], "annotations": []}]}
+    usage = {"input_tokens": 10, "output_tokens": 5, "total_tokens": 15}
+    return [{"type": "response.created", "response": {"id": f"resp_{n}"}},
+            {"type": "response.output_item.done", "output_index": 0, "item": item},
+            {"type": "response.completed", "response": {"id": f"resp_{n}", "usage": usage}}]
 
 
 def _gemini(step: dict) -> dict:

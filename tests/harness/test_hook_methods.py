@@ -161,9 +161,10 @@ def test_stop_sends_back_within_stop_rounds_and_a_proposal_carries_the_files(rep
     seq = env.status()["next_seq"]
     env.client.call("hook.stop", {"harness": "claude-code", "files": files}, token=ada)
     assert env.status()["next_seq"] == seq      # a clean report is new once
-    with pytest.raises(LoncaError) as e:
-        env.client.call("hook.stop", {"harness": "claude-code", "files": [{"path": "app.py", "entry": {"blob": "x"}}]}, token=ada)
-    assert e.value.code == "invalid"
+    for entry in ({"blob": "x"}, {"mode": None}):     # a local file's entry names its blob (the fuzzer's internal)
+        with pytest.raises(LoncaError) as e:
+            env.client.call("hook.stop", {"harness": "claude-code", "files": [{"path": "app.py", "entry": entry}]}, token=ada)
+        assert e.value.code == "invalid"
     # session.end reports the same way: what a standing proposal carries is not left behind
     extra = {"path": "notes.md", "entry": {"mode": "regular", "blob": _blob("n\n")}}
     ended = env.client.call("session.end", {"files": files + [extra]}, token=ada)
@@ -197,7 +198,6 @@ BAD_EVENTS = [
     {"hook_event_name": "PreToolUse", "workspace": WS, "extra": 1},
     {"hook_event_name": "Stop", "workspace": WS},
     {"hook_event_name": "PreToolUse", "workspace": "relative/ws"},
-    {"hook_event_name": "PreToolUse", "workspace": WS, "harness": "vim"},
     {"hook_event_name": "PreToolUse", "workspace": WS, "tool_input": []},
     {"hook_event_name": "PreToolUse", "workspace": WS, "tool_name": "Edit", "tool_input": {"file_path": 3}},
 ]
@@ -209,6 +209,11 @@ def test_params_are_checked_strictly_and_harness_setup_has_no_profile_yet(repo_e
         with pytest.raises(LoncaError) as e:
             repo_env.client.call("hook.event", params, token=ada)
         assert e.value.code == "invalid", params
+    # the seed: a harness Lonca does not know is denied (not invalid), whatever its event
+    for event in ("PreToolUse", "PostToolUse"):
+        unknown = repo_env.client.call("hook.event", {"hook_event_name": event, "workspace": WS, "harness": "vim",
+                                                      "tool_name": "Edit", "tool_input": {}}, token=ada)
+        assert unknown["decision"] == "deny" and "'vim'" in unknown["reason"]
     for method, params in [("hook.bind", {"harness": "claude-code"}), ("hook.stop", {"harness": "claude-code"}),
                            ("hook.stop", {"harness": "nano", "files": []}), ("mcp.call", {"tool": "x", "more": 1})]:
         with pytest.raises(LoncaError) as e:
@@ -216,3 +221,85 @@ def test_params_are_checked_strictly_and_harness_setup_has_no_profile_yet(repo_e
         assert e.value.code == "invalid", (method, params)
 
     assert repo_env.client.call("harness.setup", {"harness": "claude-code"}, token=agent(repo_env)) == {"setup": None}
+
+
+def codex_pre(env, token: str, patch: str, held: dict[str, str]) -> dict:
+    params = {"hook_event_name": "PreToolUse", "tool_name": "apply_patch", "tool_input": {"command": patch},
+              "cwd": WS, "workspace": WS, "harness": "codex", "base": trunk(env),
+              "files": [{"path": p, "content_b64": b64(t), "mode": None} for p, t in held.items()]}
+    return env.client.call("hook.event", params, token=token)
+
+
+def test_a_codex_patch_is_judged_on_every_file_it_writes(repo_env):
+    env = repo_env
+    ada = agent(env, harness="codex")
+    acquire(env.client, ada, "app.py#charge", intent="triple the charge")
+    charge = "*** Update File: app.py\n@@ def charge(amount):\n-    return amount * 2\n+    return amount * 3\n"
+    assert codex_pre(env, ada, f"*** Begin Patch\n{charge}*** End Patch\n", {"app.py": APP})["decision"] == "allow"
+    both = codex_pre(env, ada, f"*** Begin Patch\n{charge}*** Add File: lib/new.py\n+x = 1\n*** End Patch\n",
+                     {"app.py": APP})
+    assert both["decision"] == "deny" and "lease_missing:lib/new.py#<file>" in both["reason"]
+    assert "app.py#charge" not in both["reason"]
+    gone = codex_pre(env, ada, "*** Begin Patch\n*** Delete File: app.py\n*** End Patch\n", {"app.py": APP})
+    assert gone["decision"] == "deny" and "lease_missing:app.py#<file>" in gone["reason"]
+    moved = codex_pre(env, ada, "*** Begin Patch\n*** Update File: app.py\n*** Move to: /elsewhere/app.py\n"
+                                "@@ def charge(amount):\n-    return amount * 2\n+    return amount * 3\n*** End Patch\n",
+                      {"app.py": APP})
+    assert moved["decision"] == "deny"      # leaving the workspace deletes app.py there
+    private = codex_pre(env, ada, "*** Begin Patch\n*** Add File: .lonca/session\n+{}\n*** End Patch\n", {})
+    assert private["decision"] == "deny" and "workspace_private:.lonca/session" in private["reason"]
+    # what Codex refuses by itself (no such lines, not a patch) and what lies outside run unjudged
+    assert codex_pre(env, ada, "*** Begin Patch\n*** Update File: app.py\n@@\n-nope\n+x\n*** End Patch\n",
+                     {"app.py": APP})["decision"] == "allow"
+    assert codex_pre(env, ada, "apply this", {})["decision"] == "allow"
+    outside = codex_pre(env, ada, "*** Begin Patch\n*** Add File: /tmp/notes.txt\n+x\n*** End Patch\n", {})
+    assert outside == {"decision": "allow", "reason": "outside the workspace: not observed"}
+    # a file outside beside one inside: the one inside is judged
+    mixed = codex_pre(env, ada, "*** Begin Patch\n*** Update File: /tmp/notes.txt\n@@\n-x\n+y\n"
+                                "*** Add File: lib/other.py\n+z = 1\n*** End Patch\n", {})
+    assert mixed["decision"] == "deny" and "lease_missing:lib/other.py#<file>" in mixed["reason"]
+    # the shell heredoc Codex runs as apply_patch, from a folder of the workspace, is judged the same
+    heredoc = "cd lib && apply_patch <<'EOF'\n*** Begin Patch\n*** Add File: more.py\n+y = 2\n*** End Patch\nEOF\n"
+    shell = env.client.call("hook.event", {"hook_event_name": "PreToolUse", "tool_name": "Bash", "tool_input": {
+        "command": heredoc}, "cwd": WS, "workspace": WS, "harness": "codex", "base": trunk(env), "files": []}, token=ada)
+    assert shell["decision"] == "deny" and "lease_missing:lib/more.py#<file>" in shell["reason"]
+    events = [e["entry"]["op"]["events"][0] for e in env.client.call("log", {"from": 1}, repo="demo", token=env.token)
+              if e["entry"]["op"]["op"] == "observe"]
+    assert [(e["tool"], e["decision"], e["paths"]) for e in events] == [
+        ("apply_patch", "allow", ["app.py"]), ("apply_patch", "deny", ["app.py", "lib/new.py"]),
+        ("apply_patch", "deny", ["app.py"]), ("apply_patch", "deny", ["app.py"]),
+        ("apply_patch", "deny", [".lonca/session"]), ("apply_patch", "deny", ["lib/other.py"]),
+        ("Bash", "deny", ["lib/more.py"])]
+
+
+def test_hook_input_reads_each_harness_event_with_its_profile(repo_env):
+    env = repo_env
+    ada = agent(env, harness="codex")
+
+    def send(harness, raw, **extra):
+        return env.client.call("hook.input", {"harness": harness, "input": raw, "workspace": WS, **extra}, token=ada)
+    start = send("codex", {"hook_event_name": "SessionStart", "session_id": "x", "source": "startup"})
+    assert start["phase"] == "session_start" and start["tool_prefix"] == "mcp__lonca__"
+    assert start["context"] == {"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": "{context}"}}
+    assert send("codex", {"hook_event_name": "Stop", "stop_hook_active": False}) == {"phase": "stop"}
+    assert send("gemini", {"hook_event_name": "AfterAgent"}) == {"phase": "stop"}
+    bob = agent(env, "bob")
+    acquire(env.client, bob, "app.py#charge", intent="rewrite the pricing")
+    pre = {"hook_event_name": "PreToolUse", "cwd": WS, "tool_name": "apply_patch", "tool_input": {"command": (
+        "*** Begin Patch\n*** Update File: app.py\n@@\n-    return amount * 2\n+    return amount * 3\n*** End Patch\n")}}
+    denied = send("codex", pre, base=trunk(env), files=[{"path": "app.py", "content_b64": b64(APP), "mode": None}])
+    assert denied["phase"] == "before_tool" and denied["decision"] == "deny"
+    assert denied["output"]["hookSpecificOutput"]["permissionDecision"] == "deny"
+    assert "held by bob" in denied["output"]["hookSpecificOutput"]["permissionDecisionReason"]
+    # after a tool and at a prompt: the inbox's news once, in the harness's context shape
+    me = session(env, ada)["id"]
+    env.client.call("negotiate", {"thread": "t", "to_session": me, "message": {"type": "counter", "note": "wait"}},
+                    token=bob)
+    after = send("codex", {"hook_event_name": "PostToolUse", "tool_name": "Bash", "tool_input": {"command": "ls"}})
+    assert after["phase"] == "after_tool" and "wait" in after["output"]["hookSpecificOutput"]["additionalContext"]
+    assert "output" not in send("codex", {"hook_event_name": "UserPromptSubmit", "prompt": "go on"})
+    for harness, raw in [("vim", {"hook_event_name": "Stop"}), ("codex", {"hook_event_name": "Notification"}),
+                         ("gemini", {"hook_event_name": "Stop"}), ("codex", {})]:
+        with pytest.raises(LoncaError) as e:
+            send(harness, raw)
+        assert e.value.code == "invalid", (harness, raw)
