@@ -45,3 +45,4 @@ class Context:
     public_key: str
     hooks: "dict[tuple[str, str], HookSeen]"        # what each live session's hooks did (memory only)
     started_ms: int                                 # when this worker started (hook events before it are unknown)
+    agent_uids: dict[str, set[int]]                 # repo -> the users agents' requests came from (memory only)

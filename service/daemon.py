@@ -57,6 +57,7 @@ class Daemon:
         self.rate = RateLimiter()
         self.told: dict[tuple[str, str], Told] = {}  # inbox: what each live session was told (memory only)
         self.hooks: dict[tuple[str, str], HookSeen] = {}  # hook events of each live session (memory only)
+        self.agent_uids: dict[str, set[int]] = {}  # repo -> users its agents connect as (lonca doctor)
         self.started_ms = self.now_ms()
         self.verifying: set[str] = set()  # changes whose checks are running
         self._checkpointed: dict[str, int] = {}  # repo -> seq of its last checkpoint
@@ -107,7 +108,7 @@ class Daemon:
                            warmer=self.warmer, tokens=self.tokens, rate=self.rate, refused=self.server.refused,
                            told=self.told, verifying=self.verifying, queue_wake=self.queue_wake, engine=self.engine,
                            db_write=self.db_write, db_get=self.db_get, public_key=self.public_key,
-                           hooks=self.hooks, started_ms=self.started_ms)
+                           hooks=self.hooks, started_ms=self.started_ms, agent_uids=self.agent_uids)
         await self.server.start()
         self._sweeper = supervise("sweeper", self._sweep(), self._fatal)
         self.queue.start(self._fatal)
@@ -195,7 +196,7 @@ class Daemon:
                 log.warning("%s: the checkpoint at %d does not match the log; replaying it whole", repo, cp.seq)
             return ChainVerifier(repo), 1
         rs = checkpoint.load(state, data)
-        return ChainVerifier.after(repo, cp.seq, cp.hash, rs.daemon_key, rs.humans), cp.seq + 1
+        return ChainVerifier.after(repo, cp.seq, cp.hash, rs.daemon_key, rs.humans, rs.recovery), cp.seq + 1
 
     async def checkpoint(self, min_entries: int) -> None:
         """Save the state of each repository that moved on by `min_entries` since its checkpoint
@@ -330,6 +331,8 @@ class Daemon:
             if not m.writes and self.log.dirty and m.name != "ping":  # ping reads no state: it answers in an outage
                 await self.log.settled()  # a reader answers from durable state only
             who, repo = auth.check(m.credential, m.name, req, self.tokens, self.state, self.now_ms())
+            if who is not None and who.kind == "agent" and repo:
+                self.agent_uids.setdefault(repo, set()).add(peer.uid)
             if rate_limited(m, who):
                 self.rate.check(self.state.repo(repo), who.session, self.now_ms())
             schemas.check(m.name, req["params"])  # the request is already strict I-JSON (wire_json)

@@ -158,14 +158,40 @@ def _session_end(st: State, rs: RepoState, entry: dict, op: dict, outcome: str) 
         rs.session_over(rec.id)
 
 
-def _human_key(st: State, rs: RepoState, entry: dict, op: dict, outcome: str) -> None:
+def _human_enroll(st: State, rs: RepoState, entry: dict, op: dict, outcome: str) -> None:
     if outcome == "allow":
         rs.humans[op["human"]] = op["key"]
+        rs.recovery.pop(op["human"], None)  # a name enrolled again starts without a recovery key
+        if entry["actor"].get("kind") == "human" and entry["actor"]["name"] != op["human"]:
+            rs.enrolled_by[op["human"]] = entry["actor"]["name"]
+
+
+def _human_key(st: State, rs: RepoState, entry: dict, op: dict, outcome: str) -> None:
+    """human.rotate and human.recover: the name signs with the new key from this entry on; a
+    recovery key recovers once (the human sets a new one with the new key)."""
+    if outcome == "allow":
+        rs.humans[op["human"]] = op["key"]
+        if op["op"] == "human.recover":
+            rs.recovery.pop(op["human"], None)
+
+
+def _recovery_key(st: State, rs: RepoState, entry: dict, op: dict, outcome: str) -> None:
+    if outcome == "allow":
+        rs.recovery[op["human"]] = op["key"]
 
 
 def _human_revoke(st: State, rs: RepoState, entry: dict, op: dict, outcome: str) -> None:
     if outcome == "allow":
         rs.humans.pop(op["human"], None)
+        rs.recovery.pop(op["human"], None)
+
+
+def _cap_revoke(st: State, rs: RepoState, entry: dict, op: dict, outcome: str) -> None:
+    """A revoked capability ends with every capability made from it."""
+    if outcome == "allow" and op["session"] in rs.sessions:
+        for sid in rs.session_line(op["session"]):
+            if not rs.sessions[sid].ended:
+                _session_end(st, rs, entry, {"op": "session.end", "session": sid, "reason": op["reason"]}, outcome)
 
 
 def _policy_update(st: State, rs: RepoState, entry: dict, op: dict, outcome: str) -> None:
@@ -328,7 +354,7 @@ def _apply_approve(st: State, rs: RepoState, entry: dict, op: dict, outcome: str
     rec = rs.changes.get(pending.change) if pending.change else None
     if rec and op.get("checks"):
         rec.checks = sorted(set(rec.checks) | set(op["checks"]))
-    if len(pending.approvals) < rs.policy.approvals_required:
+    if len({rs.principal(a) for a in pending.approvals}) < rs.policy.approvals_required:
         return
     del rs.pending[op["target_seq"]]
     if rec:
@@ -446,9 +472,12 @@ REDUCERS: dict[str, Reducer] = {
     "session.bind": _session_bind,
     "taint": _taint,
     "session.end": _session_end,
-    "human.enroll": _human_key,
+    "human.enroll": _human_enroll,
     "human.rotate": _human_key,
+    "human.recover": _human_key,
+    "human.recovery_key": _recovery_key,
     "human.revoke": _human_revoke,
+    "cap.revoke": _cap_revoke,
     "policy.update": _policy_update,
     "freeze": _freeze,
     "unfreeze": _freeze,

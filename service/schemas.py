@@ -258,6 +258,11 @@ SUBMIT_OPS = Tagged("op", {
     "reject": Obj({"target_seq": Int(1), "reason": Str(TEXT_MAX)}, frozenset({"target_seq", "reason"})),
     "policy.update": Obj({"policy": GIT_ID}, frozenset({"policy"})),
     "human.enroll": Obj({"human": NAME, "key": HUMAN_KEY}, frozenset({"human", "key"})),
+    "human.rotate": Obj({"human": NAME, "key": HUMAN_KEY}, frozenset({"human", "key"})),
+    "human.recovery_key": Obj({"human": NAME, "key": HUMAN_KEY}, frozenset({"human", "key"})),
+    "human.recover": Obj({"human": NAME, "key": HUMAN_KEY}, frozenset({"human", "key"})),
+    "human.revoke": Obj({"human": NAME, "reason": TEXT}, frozenset({"human", "reason"})),
+    "cap.revoke": Obj({"session": NAME, "reason": TEXT}, frozenset({"session", "reason"})),
     "freeze": Obj({"reason": TEXT}, frozenset({"reason"})),
     "unfreeze": Obj({"reason": TEXT}, frozenset({"reason"})),
 })
