@@ -41,6 +41,8 @@ def register(sub) -> None:
     which.add_argument("--public", help="a file key as `lonca human key` prints it (ed25519:<hex>)")
     which.add_argument("--as-in", metavar="REPO", help="the key NAME has in that repository (e.g. your passkey, "
                                                       "so the console shows a repository you made with the CLI)")
+    from lonca import key_commands  # here: it builds on this module's helpers
+    key_commands.register(h)
 
     command(sub, "status", "a repository's state", cmd_status, repo=True)
     lg = command(sub, "log", "a repository's log entries", cmd_log, repo=True,
