@@ -62,7 +62,7 @@ class Daemon:
         self.verifying: set[str] = set()  # changes whose checks are running
         self._checkpointed: dict[str, int] = {}  # repo -> seq of its last checkpoint
         self.queue = QueueRunner(self)
-        self.server = SocketServer(config.socket, config.limits, self.handle, config.allowed_uids)
+        self.server = SocketServer(config.socket, config.limits, self.handle, config.allowed_uids, config.socket_group)
         self.stopping = asyncio.Event()
         self.failed: str | None = None  # the background task whose failure stopped the worker
         self._locks: list = []  # held for the worker's life (see worker_lock)

@@ -3,6 +3,9 @@
 every other human write, so an agent that reads its human's file key can not sign with it; and
 approvals toward [review] approvals come from distinct humans: names enrolled by a human count as
 that human unless the policy lists them in distinct_humans."""
+import json
+import os
+
 import pytest
 
 from helpers import Passkey, RepoEnv, acquire, human_key, init_repo, login, propose
@@ -102,3 +105,18 @@ def test_approvals_come_from_distinct_humans(env):
     # lineage is per repository: in one bob makes, bob is a human of his own
     init_repo(env.client, bob, "bobs")
     assert env.client.call("status", repo="bobs", token=login(env.client, bob))["humans"]["bob"]["counts_as"] == "bob"
+
+
+def test_doctor_warns_when_agents_of_this_user_could_use_the_file_key(env):
+    def presence_check() -> dict:
+        res = env.w.cli("doctor", "--json")
+        return next(c for c in json.loads(res.stdout)["checks"] if c["name"] == "presence demo")
+
+    assert presence_check()["level"] == "pass"  # no agent has connected yet
+    agent = env.agent()["token"]
+    env.client.call("status", token=agent)  # an agent's request, from this user
+    assert env.status()["agent_uids"] == [os.getuid()]
+    warned = presence_check()
+    assert warned["level"] == "warn" and "another user" in warned["hint"] and "alice.key" in warned["detail"]
+    env.policy('[review]\npresence_required = true\n')
+    assert presence_check()["level"] == "pass"
