@@ -43,6 +43,9 @@ def check(key: dict, message: bytes, sig_hex: str, code: str, *, require_uv: boo
         raise LoncaError(code, f"{e.reason}: {e.message}") from None
 
 
+CLONED = "the authenticator's sign count went back"  # security.events tells it apart (cloned_authenticator)
+
+
 def check_count(sign_counts: dict[str, int], key: dict, sig_hex: str, code: str) -> None:
     """A count at or below the last one means a cloned authenticator or a replay (WebAuthn §6.1.1);
     an authenticator that keeps no count sends 0 every time and passes."""
@@ -51,7 +54,7 @@ def check_count(sign_counts: dict[str, int], key: dict, sig_hex: str, code: str)
     if count is None or last is None or (count == 0 and last == 0):
         return
     if count <= last:
-        raise LoncaError(code, f"bad_human_signature: the authenticator's sign count went back ({count} after {last}); "
+        raise LoncaError(code, f"bad_human_signature: {CLONED} ({count} after {last}); "
                                "it may have been cloned: revoke this key and enrol a new one")
 
 
