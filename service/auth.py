@@ -85,7 +85,8 @@ def _recovery(method: str, req: dict) -> bool:
     """A human.submit of an operation the recovery key signs (seed: it needs no session)."""
     params = req.get("params")
     op = params.get("op") if isinstance(params, dict) else None
-    return method == "human.submit" and isinstance(op, dict) and op.get("op") in RECOVERY_SIGNED
+    kind = op.get("op") if isinstance(op, dict) else None  # not validated yet: any JSON value
+    return method == "human.submit" and isinstance(kind, str) and kind in RECOVERY_SIGNED
 
 
 def _agent(credential, method, repo, row: TokenRow, state: State, now_ms: int):

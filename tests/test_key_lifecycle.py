@@ -149,3 +149,15 @@ def test_enrol_rotate_recover_revoke(worker, source_repo, monkeypatch):
     assert c.call("status", repo="demo", token=login(c, recovered, repo="demo"))["humans"].keys() == {"alice"}
     for key in (alice, rotated, bob):
         assert refusal(lambda: login(c, key, repo="demo")).code == "unauthenticated"
+
+
+def test_a_submit_without_token_is_unauthenticated_whatever_its_op(worker, source_repo, monkeypatch):
+    """Only a human.recover goes without a session; the check reads the op before any schema has."""
+    monkeypatch.setenv("LONCA_HUMANS", worker.env["LONCA_HUMANS"])
+    c = worker.client().connect()
+    init_repo(c, human_key("alice"), "demo", import_from=str(source_repo))
+    for op in ({"op": ["human.recover"]}, {"op": {"x": 1}}, ["human.recover"], {"op": "freeze", "reason": "x"}):
+        e = refusal(lambda: c.call("human.submit", {"op": op, "sig": {}}, repo="demo"))
+        assert e.code == "unauthenticated", (op, e)
+    # a human.recover of the wrong shape gets through to the schema, which refuses it
+    assert refusal(lambda: c.call("human.submit", {"op": {"op": "human.recover"}, "sig": {}}, repo="demo")).code == "invalid"
