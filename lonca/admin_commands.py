@@ -79,7 +79,7 @@ def cmd_daemon(args) -> int:
     def ready(daemon):
         print(f"lonca daemon: listening on {cfg.socket}", flush=True)
         print(f"  home {cfg.home}; database {daemon.engine.url.render_as_string(hide_password=True)}", flush=True)
-        print(f"  daemon key {daemon.public_key}; {len(daemon.state.repos)} repositories", flush=True)
+        print(f"  daemon key {daemon.keys.public}; {len(daemon.state.repos)} repositories", flush=True)
 
     try:
         asyncio.run(serve(cfg, ready))

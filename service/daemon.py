@@ -89,8 +89,7 @@ class Daemon:
                 self.db_lock = worker_lock.DatabaseLock(self.engine.url, self.engine.url.render_as_string(hide_password=True))
                 await asyncio.to_thread(self.db_lock.acquire)
             logged = await asyncio.to_thread(db.daemon_keys_in_log, self.engine)
-            self.key = daemonkey.load_or_create(self.config.key_path, logged)
-            self.public_key = daemonkey.public_hex(self.key)
+            self.keys = daemonkey.DaemonKeys(self.config.key_path, daemonkey.load_or_create(self.config.key_path, logged))
             self.symbols.store = await asyncio.to_thread(SqliteTables, self.config.home / "symbols.db")
             checks_dir = self.config.home / "checks"
             killed = reap_leftovers(checks_dir)
@@ -98,16 +97,18 @@ class Daemon:
                 log.warning("killed %d processes of checks a previous worker left running", killed)
             record_in(checks_dir)
             await asyncio.to_thread(self._replay, started)
+            # a rotation whose last daemon.rotate committed before the key file moved
+            self.keys.promote_if_done(sum(1 for rs in self.state.repos.values() if rs.daemon_key == self.keys.public))
         except DatabaseError as e:
             raise database_problem(e, self.engine.url.render_as_string(hide_password=True) if self.engine else url) from None
-        self.log = LogWriter(self.engine, self.key, self.state, self.now_ms, self._replay, self.config.witness_dir)
+        self.log = LogWriter(self.engine, self.keys, self.state, self.now_ms, self._replay, self.config.witness_dir)
         self.log.durable_next = {name: rs.next_seq for name, rs in self.state.repos.items()}
         self.log.start(self._fatal)
         self.ctx = Context(config=self.config, state=self.state, log=self.log, now_ms=self.now_ms, store=self.store,
                            policy_text=self.policy_text, tree_maps=self.tree_maps, symbols=self.symbols,
                            warmer=self.warmer, tokens=self.tokens, rate=self.rate, refused=self.server.refused,
                            told=self.told, verifying=self.verifying, queue_wake=self.queue_wake, engine=self.engine,
-                           db_write=self.db_write, db_get=self.db_get, public_key=self.public_key,
+                           db_write=self.db_write, db_get=self.db_get, keys=self.keys,
                            hooks=self.hooks, started_ms=self.started_ms, agent_uids=self.agent_uids)
         await self.server.start()
         self._sweeper = supervise("sweeper", self._sweep(), self._fatal)

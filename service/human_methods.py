@@ -84,7 +84,7 @@ async def prepare_init(call: Call) -> dict:
     if imported.problem:
         warnings.append(f"{imported.problem}; the defaults hold until a human sends policy.update "
                         "(human.prepare_policy, docs/policy.md)")
-    op = {"op": "repo.init", "repo": name, "daemon_key": d.public_key, "human": human, "human_key": key,
+    op = {"op": "repo.init", "repo": name, "daemon_key": d.keys.public, "human": human, "human_key": key,
           "policy": trunk, "trunk": trunk, "profile": profile}
     row = PreparedRow(op_hash=content_hash(op), kind="repo.init", staging=str(staging), created_ms=d.now_ms())
     await d.db_write([row])

@@ -5,12 +5,17 @@ for human.submit; this module adds them to its table when the worker loads it.
 
 A key that is rotated, recovered or revoked ends every human session of that key, in every
 repository (seed: "ends everywhere when the key is rotated, revoked or recovered"): the sessions'
-rows are ended in the entry's transaction and in memory once it is durable."""
+rows are ended in the entry's transaction and in memory once it is durable.
+
+The daemon's own key rotates the same way, one repository at a time: daemon.prepare_rotate makes
+the next key, a signed daemon.rotate moves a repository's log to it (the entry itself is signed
+with the old key, the next ones with the new), and once no repository is left on the old key the
+next one replaces it (service/daemonkey.py)."""
 from lonca.protocol import LoncaError
 
 from .human_methods import SUBMIT_OPS, check_key
 from .log import Draft, allow
-from .methods import Call
+from .methods import Call, method
 from .state import RepoState
 from .store import TokenRow
 
@@ -122,6 +127,28 @@ def decide_unfreeze(call: Call, rs: RepoState, op: dict) -> Draft:
     return Draft(actor=call.auth.actor, op=op, decision=allow())
 
 
-SUBMIT_OPS.update({"human.enroll": decide_enroll, "human.rotate": decide_rotate,
+@method("daemon.prepare_rotate", "any human")
+async def prepare_rotate(call: Call) -> dict:
+    d = call.ctx
+    key = d.keys.make_next()  # one small file, once per rotation
+    mine = d.state.human_repos(call.auth.human, call.auth.key)
+    return {"key": key, "repos": [r for r in mine if d.state.repos[r].daemon_key == d.keys.public]}
+
+
+def decide_daemon_rotate(call: Call, rs: RepoState, op: dict) -> Draft:
+    d = call.ctx
+    if op["key"] == rs.daemon_key:
+        raise LoncaError("invalid", f"{rs.name} is on the key {op['key'][:16]}… already")
+    if op["key"] != d.keys.next_public:
+        raise LoncaError("invalid", "a rotation to a key the daemon does not hold: call daemon.prepare_rotate and sign "
+                                    "the key it answers")
+
+    def promote() -> None:
+        d.keys.promote_if_done(sum(1 for r in d.state.repos.values() if r.daemon_key == d.keys.public))
+    return Draft(actor=call.auth.actor, op=op, decision=allow(), after_commit=[promote],
+                 result=lambda e: {"daemon_key": op["key"]})
+
+
+SUBMIT_OPS.update({"daemon.rotate": decide_daemon_rotate, "human.enroll": decide_enroll, "human.rotate": decide_rotate,
                    "human.recovery_key": decide_recovery_key, "human.recover": decide_recover,
                    "human.revoke": decide_revoke, "freeze": decide_freeze, "unfreeze": decide_unfreeze})

@@ -19,7 +19,7 @@ T = TypeVar("T")
 @method("ping", "public")
 async def ping(call: Call) -> dict:
     d = call.ctx
-    return {"version": lonca.__version__, "protocol": PROTOCOL, "daemon_key": d.public_key, "next_key": None,
+    return {"version": lonca.__version__, "protocol": PROTOCOL, "daemon_key": d.keys.public, "next_key": d.keys.next_public,
             "proxy": None, "hardened": False, "refused": {**d.refused, "rate_limited": d.rate.refused},
             "bootstrap": not d.state.repos}  # a tokenless repo.prepare_init is open (seed: bootstrap)
 

@@ -194,6 +194,12 @@ def _cap_revoke(st: State, rs: RepoState, entry: dict, op: dict, outcome: str) -
                 _session_end(st, rs, entry, {"op": "session.end", "session": sid, "reason": op["reason"]}, outcome)
 
 
+def _daemon_rotate(st: State, rs: RepoState, entry: dict, op: dict, outcome: str) -> None:
+    """The entries after this one are signed with the new key (this one with the old)."""
+    if outcome == "allow":
+        rs.daemon_key = op["key"]
+
+
 def _policy_update(st: State, rs: RepoState, entry: dict, op: dict, outcome: str) -> None:
     if outcome == "allow":
         rs.policy_id = op["policy"]
@@ -479,6 +485,7 @@ REDUCERS: dict[str, Reducer] = {
     "human.revoke": _human_revoke,
     "cap.revoke": _cap_revoke,
     "policy.update": _policy_update,
+    "daemon.rotate": _daemon_rotate,
     "freeze": _freeze,
     "unfreeze": _freeze,
     "lease.acquire": _apply_acquire,
