@@ -11,6 +11,8 @@ The daemon's own key rotates the same way, one repository at a time: daemon.prep
 the next key, a signed daemon.rotate moves a repository's log to it (the entry itself is signed
 with the old key, the next ones with the new), and once no repository is left on the old key the
 next one replaces it (service/daemonkey.py)."""
+from typing import Callable
+
 from lonca.protocol import LoncaError
 
 from .human_methods import SUBMIT_OPS, check_key
@@ -40,7 +42,7 @@ def _enrolled(rs: RepoState, human: str) -> dict:
     return key
 
 
-def end_key_sessions(call: Call, key: dict) -> tuple[list[TokenRow], list]:
+def end_key_sessions(call: Call, key: dict) -> tuple[list[TokenRow], list[Callable[[], None]]]:
     """(rows to commit with the entry, effect after it) that end every human session of `key`."""
     tokens = call.ctx.tokens
     live = [r for r in tokens.rows.values()
@@ -54,7 +56,8 @@ def end_key_sessions(call: Call, key: dict) -> tuple[list[TokenRow], list]:
     return rows, [end]
 
 
-def _key_change(call: Call, rs: RepoState, op: dict, old: dict, actor: dict) -> Draft:
+def _key_change(call: Call, op: dict, old: dict, actor: dict) -> Draft:
+    """The entry that moves a name off `old`, and ends that key's sessions with it."""
     rows, effects = end_key_sessions(call, old)
     return Draft(actor=actor, op=op, decision=allow(), rows=rows, after_commit=effects,
                  result=lambda e: {"human": op["human"], "sessions_ended": len(rows)})
@@ -75,7 +78,7 @@ def decide_rotate(call: Call, rs: RepoState, op: dict) -> Draft:
                                       "(a lost key is recovered with its recovery key, a leaked one revoked)")
     old = _enrolled(rs, op["human"])
     _new_key(rs, op)
-    return _key_change(call, rs, op, old, call.auth.actor)
+    return _key_change(call, op, old, call.auth.actor)
 
 
 def decide_recovery_key(call: Call, rs: RepoState, op: dict) -> Draft:
@@ -92,7 +95,7 @@ def decide_recover(call: Call, rs: RepoState, op: dict) -> Draft:
     session, and the recovery key is spent."""
     old = _enrolled(rs, op["human"])
     _new_key(rs, op)
-    return _key_change(call, rs, op, old, {"kind": "human", "name": op["human"]})
+    return _key_change(call, op, old, {"kind": "human", "name": op["human"]})
 
 
 def decide_revoke(call: Call, rs: RepoState, op: dict) -> Draft:
@@ -103,7 +106,7 @@ def decide_revoke(call: Call, rs: RepoState, op: dict) -> Draft:
     if len(rs.humans) == 1:
         raise LoncaError("invalid", f"{op['human']} is the only human of {rs.name}: revoking them leaves nobody to sign; "
                                     "rotate the key (human.rotate) or recover it with the recovery key")
-    return _key_change(call, rs, op, old, call.auth.actor)
+    return _key_change(call, op, old, call.auth.actor)
 
 
 def _reason(op: dict) -> str:

@@ -26,6 +26,7 @@ class Desk:
 
     def __init__(self, client):
         self.c = client
+        self.any_token = ""  # a session that reads status while others end
 
     def submit(self, key: HumanKey, token: str | None, op: dict, repo: str = "demo", signed_for: str | None = None) -> dict:
         params = {"op": op, "sig": key.sign_op(signed_for or repo, op)}
@@ -51,8 +52,6 @@ class Desk:
         again = refusal(lambda: self.c.call("human.submit", params, repo="demo", token=token))
         assert again.code == "denied" and again.message.split(":")[0] in reasons, again
         assert self.status(self.any_token)["next_seq"] == before
-
-    any_token = ""
 
 
 def submitted(desk: Desk, key: HumanKey, token: str | None, op: dict) -> tuple[dict, dict]:
