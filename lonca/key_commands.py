@@ -1,5 +1,5 @@
 """The key lifecycle from the CLI: `lonca human rotate | recovery-key | recover | revoke |
-revoke-session`, each one signed operation per repository (docs/decisions.md, "The key lifecycle").
+revoke-session | rotate-daemon-key`, each one signed operation per repository (docs/decisions.md, "The key lifecycle").
 
 A new file key is written beside the old one (`<name>.key.new`) before anything is submitted and
 takes the old one's place only once every repository took it, so an interrupted rotation leaves
@@ -27,6 +27,8 @@ def register(h) -> None:
     rv = command(h, "revoke", "cut a human's key off a repository; every session of that key ends", cmd_revoke, repo=True)
     rv.add_argument("name", help="the human name to revoke (yours included)")
     rv.add_argument("--reason", required=True, help="why, for the log")
+    command(h, "rotate-daemon-key", "move each of your repositories to the daemon's next key "
+                                    "(daemon.prepare_rotate, then a signed daemon.rotate each)", cmd_rotate_daemon_key, human=True)
     rs = command(h, "revoke-session", "end an agent's session and every capability made from it (cap.revoke)",
                  cmd_revoke_session, repo=True)
     rs.add_argument("session")
@@ -140,6 +142,24 @@ def cmd_revoke(args) -> int:
     else:
         print(f"{paint('allow', '32')}  {repo}: {args.name} revoked (seq {res['seq']}); "
               f"{res['sessions_ended']} sessions of that key ended")
+    return OK
+
+
+def cmd_rotate_daemon_key(args) -> int:
+    name = human_name(args)
+    with Client() as c:
+        prepared = human_call(c, name, "daemon.prepare_rotate")
+        moved = [{"repo": repo, "seq": human_submit(c, name, repo, {"op": "daemon.rotate", "key": prepared["key"]})["seq"]}
+                 for repo in prepared["repos"]]
+        pong = c.call("ping")
+    out = {"key": prepared["key"], "repos": moved, "daemon_key": pong["daemon_key"], "next_key": pong["next_key"]}
+    if args.json:
+        emit_json(out)
+    else:
+        for m in moved:
+            print(f"{paint('allow', '32')}  {m['repo']}: signed with daemon key {prepared['key'][:16]}… from seq {m['seq'] + 1}")
+        print("the rotation is complete" if pong["next_key"] is None else
+              "other humans' repositories are still on the old key: each of them runs this too")
     return OK
 
 

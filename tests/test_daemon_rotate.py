@@ -61,7 +61,8 @@ def test_rotate_the_daemon_key_repository_by_repository(worker, source_repo, mon
     assert daemon_sig_ok(new, after["hash"], after["sig"]) and not daemon_sig_ok(old, after["hash"], after["sig"])
     assert c.call("ping")["daemon_key"] == old  # other is still on it
 
-    submit(op, "other")
+    moved = worker.cli_json("human", "rotate-daemon-key")  # the CLI moves what is left: other
+    assert [m["repo"] for m in moved["repos"]] == ["other"] and moved["next_key"] is None
     pong = c.call("ping")
     assert pong["daemon_key"] == new and pong["next_key"] is None
     key_file = worker.home / "daemon.key"
