@@ -8,6 +8,8 @@ entry's `time_ms`)."""
 import heapq
 from typing import Callable
 
+from lonca.audit import RECOVERY_SIGNED
+
 from .lease_model import Interest, LeaseSet, Reservation, any_conflict
 from .state import ChangeRec, PendingRec, RepoState, SessionRec, State
 
@@ -29,8 +31,9 @@ def apply(st: State, repo: str, entry: dict, hash_hex: str) -> None:
     rs.next_seq = entry["seq"] + 1
     rs.head_hash = hash_hex
     sig = entry.get("human")
-    if sig:
-        st.note_signature(sig, rs.humans.get(sig["human"]))
+    if sig:  # a recovery is signed with the recovery key: its sign count is that key's
+        keys = rs.recovery if kind in RECOVERY_SIGNED else rs.humans
+        st.note_signature(sig, keys.get(sig["human"]))
     _expire(rs, entry["time_ms"])
     REDUCERS[kind](st, rs, entry, op, allowed)
     _reserve(rs, entry["time_ms"])
