@@ -199,10 +199,12 @@ class RepoState:
         """The human a name counts as among approvers: names enrolled by a human count as that
         human, back to the repository's first human or a name the policy says is a person of its
         own ([review] distinct_humans); docs/decisions.md, "Approvals come from distinct humans"."""
-        seen = {name}
-        while name not in self.policy.distinct_humans and self.enrolled_by.get(name, name) not in seen:
+        path = [name]
+        while name not in self.policy.distinct_humans and name in self.enrolled_by:
             name = self.enrolled_by[name]
-            seen.add(name)
+            if name in path:  # names that enrolled each other (one revoked, then enrolled again): one human
+                return min(path[path.index(name):])
+            path.append(name)
         return name
 
     def session_line(self, session: str) -> list[str]:
