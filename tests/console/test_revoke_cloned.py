@@ -16,7 +16,8 @@ def test_revoke_a_cloned_key_from_the_security_page(stack, new_page):
     bob, bob_key = new_page()
     enrol(bob, console, "bob")
     alice.goto(console.url + "/repos")
-    assert "allow" in sign(alice, "form.enrol-request")
+    with alice.expect_navigation():  # the signed form reloads the page: let it, before going on
+        assert "allow" in sign(alice, "form.enrol-request")
     login(bob, console, "bob")
     bob.wait_for_url(re.compile(r"/r/demo/review$"))
 
@@ -32,6 +33,10 @@ def test_revoke_a_cloned_key_from_the_security_page(stack, new_page):
     expect(offer).to_contain_text("a copy of the key may be in use")
     result = sign(alice, "[data-cloned='demo/bob'] form.revoke-key")
     assert "revoke the key of bob in demo: cloned authenticator: allow" in result, result
+
+    alice.goto(console.url + "/security")  # revoked: nothing left to offer
+    expect(alice.locator("#security")).to_contain_text("cloned_authenticator")
+    expect(alice.locator("[data-cloned]")).to_have_count(0)
 
     # bob's session ended with his key: the console sends him to log in, where his key is refused
     bob.goto(console.url + "/repos")
