@@ -63,11 +63,11 @@ def append_in_process(w: BenchWorker, repo: str, steps: list[tuple[dict, dict]])
     home = w.tmp / "home"
     d = Daemon(Config(home=home, socket=w.socket, database_url=f"sqlite:///{home / 'lonca.db'}"))
     d.engine = open_engine(d.config.database_url)
-    d.key = daemonkey.load_or_create(d.config.key_path, daemon_keys_in_log(d.engine))
+    d.keys = daemonkey.DaemonKeys(d.config.key_path, daemonkey.load_or_create(d.config.key_path, daemon_keys_in_log(d.engine)))
     d._replay()
 
     async def run() -> None:
-        writer = LogWriter(d.engine, d.key, d.state, d.now_ms, lambda: None, d.config.witness_dir)
+        writer = LogWriter(d.engine, d.keys, d.state, d.now_ms, lambda: None, d.config.witness_dir)
         writer.start(lambda task: None)
         for start in range(0, len(steps), 2000):
             await asyncio.gather(*(writer.append(repo, lambda a=a, o=o: Draft(actor=a, op=o, decision=allow()))

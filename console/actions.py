@@ -234,6 +234,13 @@ async def _op_enroll(body, request, repo):
     return {"op": "human.enroll", "human": r.human, "key": r.key}, f"enrol {r.human} (key {r.fingerprint})"
 
 
+async def _op_revoke(body, request, repo):
+    """Revoke a human's key (the security page offers it for a cloned authenticator)."""
+    human = _name(body.get("human"), "the human whose key to revoke")
+    op = {"op": "human.revoke", "human": human, "reason": _text(body.get("reason"), "why you revoke the key")}
+    return op, f"revoke the key of {human} in {repo}: {op['reason']}"
+
+
 async def _op_policy(body, request, repo):
     """The policy commit is written by the worker first; the human signs the op naming it."""
     config = _text(body.get("config"), "the new lonca.toml", limit=64 * 1024) + "\n"
@@ -242,7 +249,7 @@ async def _op_policy(body, request, repo):
 
 
 OPS = {"policy.update": _op_policy, "approve": _op_approve, "reject": _op_reject, "freeze": _op_freeze, "unfreeze": _op_freeze,
-       "session.start": _op_session, "human.enroll": _op_enroll}
+       "session.start": _op_session, "human.enroll": _op_enroll, "human.revoke": _op_revoke}
 
 
 async def ceremony_begin(request: Request):

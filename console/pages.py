@@ -106,7 +106,13 @@ async def _policy_text(request: Request, repo: str, commit: str) -> str:
 @page
 async def security(request: Request) -> Response:
     events = await call(request, "security.events", {"since_ms": None})
-    return render(request, "security.html", {"events": events, "console": request.app.state.console_events}, "_security.html")
+    # a cloned authenticator's key, once per repository and name, to revoke from here
+    seen = sorted({(e["repo"], e["human"]) for e in events["events"]
+                   if e["kind"] == "cloned_authenticator" and e.get("repo") and e.get("human")})
+    cloned = [(repo, human) for repo, human in seen  # rare: a status each, to leave out keys revoked already
+              if human in (await call(request, "status", repo=repo))["humans"]]
+    return render(request, "security.html", {"events": events, "console": request.app.state.console_events,
+                                             "cloned": cloned}, "_security.html")
 
 
 @page

@@ -24,6 +24,8 @@ WORDS = {
     "conflict": "it conflicts with trunk on {0}",
     "stale_trunk": "it was proposed on a trunk that has moved",
     "frozen": "the repository is frozen: {0}",
+    "same_human": "{0} approved already, and this name counts as the same human (names a human enrolled are "
+                  "theirs unless [review] distinct_humans lists them)",
 }
 
 

@@ -42,6 +42,8 @@ def register(sub) -> None:
     which.add_argument("--public", help="a file key as `lonca human key` prints it (ed25519:<hex>)")
     which.add_argument("--as-in", metavar="REPO", help="the key NAME has in that repository (e.g. your passkey, "
                                                       "so the console shows a repository you made with the CLI)")
+    from lonca import key_commands  # here: it builds on this module's helpers
+    key_commands.register(h)
 
     command(sub, "status", "a repository's state", cmd_status, repo=True)
     lg = command(sub, "log", "a repository's log entries", cmd_log, repo=True,
@@ -78,7 +80,7 @@ def cmd_daemon(args) -> int:
     def ready(daemon):
         print(f"lonca daemon: listening on {cfg.socket}", flush=True)
         print(f"  home {cfg.home}; database {daemon.engine.url.render_as_string(hide_password=True)}", flush=True)
-        print(f"  daemon key {daemon.public_key}; {len(daemon.state.repos)} repositories", flush=True)
+        print(f"  daemon key {daemon.keys.public}; {len(daemon.state.repos)} repositories", flush=True)
 
     try:
         asyncio.run(serve(cfg, ready))
@@ -464,10 +466,27 @@ def _repo_checks(client: Client, name: str, repo: str) -> list[dict]:
     out.append(_check(f"human {repo}", "pass", f"{name} is enrolled"))
     out.append(_check(f"frozen {repo}", "pass", "not frozen") if not st["frozen"]
                else _check(f"frozen {repo}", "warn", f"frozen: {st['frozen']}", "a human unfreezes it"))
+    out.append(_presence_check(name, repo, st))
     if st.get("policy_problem"):    # an imported lonca.toml that does not parse: the defaults hold
         out.append(_check(f"policy {repo}", "warn", st["policy_problem"],
                           "the defaults hold; correct lonca.toml with human.prepare_policy and policy.update"))
     return out
+
+
+def _presence_check(name: str, repo: str, st: dict) -> dict:
+    """An agent must not approve its own change: a file key that can sign writes, readable by
+    agents that run as this user, lets one (docs/decisions.md, "An agent must not approve its own change")."""
+    what = f"presence {repo}"
+    if st.get("presence_required"):
+        return _check(what, "pass", "approvals and other writes need a key that proves presence")
+    if os.getuid() in st.get("agent_uids", []):
+        return _check(what, "warn", f"your file key {humankeys.key_path(name)} can approve changes in {repo}, and "
+                                    f"agents connect as your user (uid {os.getuid()}): an agent can read the key and "
+                                    "approve its own change",
+                      "run agents under another user (README, \"Agents under another user\"), or set [review] "
+                      "presence_required = true and approve with a passkey in the console")
+    return _check(what, "pass", f"your file key can approve in {repo}; no agent has connected as your user "
+                                "since the worker started (run agents under another user)")
 
 
 def cmd_doctor(args) -> int:

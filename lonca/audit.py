@@ -16,6 +16,8 @@ from lonca.protocol import ZERO_HASH
 
 # Operations whose allowed entry changes which key a human signs with.
 KEY_OPS = {"human.enroll", "human.rotate", "human.recover"}
+# Operations signed by the human's recovery key instead of the enrolled one (seed: no session).
+RECOVERY_SIGNED = {"human.recover"}
 
 
 @dataclass
@@ -44,13 +46,16 @@ class ChainVerifier:
         self.prev = ZERO_HASH
         self.daemon_key: str | None = None
         self.humans: dict[str, dict] = {}
+        self.recovery: dict[str, dict] = {}  # name -> recovery key (human.recovery_key)
 
     @classmethod
-    def after(cls, repo: str, seq: int, hash_hex: str, daemon_key: str, humans: dict[str, dict]) -> "ChainVerifier":
+    def after(cls, repo: str, seq: int, hash_hex: str, daemon_key: str, humans: dict[str, dict],
+              recovery: dict[str, dict]) -> "ChainVerifier":
         """A verifier that goes on after entry `seq` (hash `hash_hex`), with the keys in force
         then: the worker's start from a checkpoint (service/checkpoint.py) checks the rest."""
         v = cls(repo)
         v.expected_seq, v.prev, v.daemon_key, v.humans = seq + 1, hash_hex, daemon_key, dict(humans)
+        v.recovery = dict(recovery)
         return v
 
     def check(self, text: str, hash_hex: str, sig_hex: str) -> Problem | None:
@@ -88,6 +93,8 @@ class ChainVerifier:
         sig, op = entry.get("human"), entry.get("op") or {}
         if op.get("op") == "repo.init":
             return op.get("human_key")
+        if op.get("op") in RECOVERY_SIGNED:
+            return self.recovery.get(op.get("human")) if isinstance(sig, dict) and sig.get("human") == op.get("human") else None
         return self.humans.get(sig.get("human")) if isinstance(sig, dict) else None
 
     def _human(self, entry: dict, op: dict) -> str | None:
@@ -116,8 +123,13 @@ class ChainVerifier:
             self.humans[op["human"]] = op["human_key"]
         elif kind in KEY_OPS:
             self.humans[op["human"]] = op["key"]
+            if kind != "human.rotate":  # a name enrolled again has none; a recovery key recovers once
+                self.recovery.pop(op["human"], None)
+        elif kind == "human.recovery_key":
+            self.recovery[op["human"]] = op["key"]
         elif kind == "human.revoke":
             self.humans.pop(op.get("human"), None)
+            self.recovery.pop(op.get("human"), None)
         elif kind == "daemon.rotate":
             self.daemon_key = op.get("key")
 

@@ -71,17 +71,26 @@ def session_path(name: str) -> Path:
     return paths.humans_dir() / f"{name}.session"
 
 
-def load_key(name: str) -> HumanKey | None:
-    path = key_path(name)
+def recovery_key_path(name: str) -> Path:
+    """Where `lonca human recovery-key` writes a recovery key: move it off this machine."""
+    return paths.humans_dir() / f"{name}.recovery.key"
+
+
+def load_key(name: str, path: Path | None = None) -> HumanKey | None:
+    """`name`'s file key (or the key at `path` signing as `name`), if the file is safe to use."""
+    path = path or key_path(name)
     if not private_file_ok(path):
         return None
-    return HumanKey(name, serialization.load_pem_private_key(path.read_bytes(), password=None))
+    private = serialization.load_pem_private_key(path.read_bytes(), password=None)
+    if not isinstance(private, Ed25519PrivateKey):
+        return None
+    return HumanKey(name, private)
 
 
-def create_key(name: str) -> HumanKey:
+def create_key(name: str, path: Path | None = None) -> HumanKey:
     private = Ed25519PrivateKey.generate()
     pem = private.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-    write_private(key_path(name), pem)
+    write_private(path or key_path(name), pem)
     return HumanKey(name, private)
 
 

@@ -2,6 +2,7 @@
 import secrets
 from dataclasses import dataclass
 
+from lonca.audit import RECOVERY_SIGNED
 from lonca.canonical import sha256_hex
 from lonca.protocol import AGENT_TOKEN_PREFIX, HUMAN_TOKEN_PREFIX, LoncaError
 
@@ -68,6 +69,8 @@ def check(credential: str, method: str, req: dict, tokens: Tokens, state: State,
         return None, repo
     if credential == "bootstrap" and token is None and not state.repos:
         return None, repo
+    if credential == "human" and token is None and _recovery(method, req):
+        return None, repo  # its recovery-key signature is the credential (human.submit checks it)
     if token is None:
         raise LoncaError("unauthenticated", f"{method} needs a session token; log in (lonca human login) or start a session")
     row = tokens.lookup(token)
@@ -76,6 +79,14 @@ def check(credential: str, method: str, req: dict, tokens: Tokens, state: State,
     if row.kind == "agent":
         return _agent(credential, method, repo, row, state, now_ms)
     return _human(credential, method, repo, row, state)
+
+
+def _recovery(method: str, req: dict) -> bool:
+    """A human.submit of an operation the recovery key signs (seed: it needs no session)."""
+    params = req.get("params")
+    op = params.get("op") if isinstance(params, dict) else None
+    kind = op.get("op") if isinstance(op, dict) else None  # not validated yet: any JSON value
+    return method == "human.submit" and isinstance(kind, str) and kind in RECOVERY_SIGNED
 
 
 def _agent(credential, method, repo, row: TokenRow, state: State, now_ms: int):

@@ -16,7 +16,7 @@ from .lease_model import Interest, LeaseSet, Reservation
 from .state import STATUS_WINDOW, ChangeRec, PendingRec, RepoState, SessionRec, State
 from .store import CheckpointRow
 
-FORMAT = 1  # a checkpoint of another format is ignored (the log is replayed whole)
+FORMAT = 2  # a checkpoint of another format is ignored (the log is replayed whole); 2 adds recovery, enrolled_by
 EVERY = 10_000  # entries between a repository's checkpoints while the worker runs
 
 
@@ -24,6 +24,7 @@ def dump(st: State, rs: RepoState) -> dict:
     return {
         "format": FORMAT, "name": rs.name, "daemon_key": rs.daemon_key, "trunk": rs.trunk,
         "policy_id": rs.policy_id, "profile": rs.profile, "humans": rs.humans, "frozen": rs.frozen,
+        "recovery": rs.recovery, "enrolled_by": rs.enrolled_by,
         "next_seq": rs.next_seq, "head_hash": rs.head_hash, "trunks": rs.trunks, "integrations": rs.integrations,
         "sessions": [asdict(r) for r in rs.sessions.values()],
         "sets": [asdict(s) for s in rs.sets.values()],
@@ -48,6 +49,7 @@ def load(st: State, data: dict) -> RepoState:
     """Put the repository `data` holds into `st` and return it."""
     rs = RepoState(name=data["name"], daemon_key=data["daemon_key"], trunk=data["trunk"],
                    policy_id=data["policy_id"], profile=data["profile"], humans=data["humans"],
+                   recovery=data["recovery"], enrolled_by=data["enrolled_by"],
                    frozen=data["frozen"], next_seq=data["next_seq"], head_hash=data["head_hash"],
                    trunks=data["trunks"], integrations=data["integrations"])
     rs.policy = st.policy_of(rs.name, rs.policy_id)

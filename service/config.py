@@ -34,6 +34,9 @@ class Config:
     database_url: str
     limits: Limits = field(default_factory=Limits)
     allowed_uids: frozenset[int] = frozenset()  # besides our own
+    # the group whose members may open the socket (mode 0660): agents under users of their own,
+    # who then can not read the human's file key (README, "Agents under another user")
+    socket_group: str | None = None
     clock_offset_ms: int = 0  # an injectable clock shift for tests (LONCA_CLOCK_OFFSET_MS)
 
     @property
@@ -70,5 +73,6 @@ def from_env() -> Config:
         database_url=paths.database_url(),
         limits=_env_override(Limits()),
         allowed_uids=uids,
+        socket_group=os.environ.get("LONCA_SOCKET_GROUP") or None,
         clock_offset_ms=int(os.environ.get("LONCA_CLOCK_OFFSET_MS", "0")),
     )

@@ -12,6 +12,7 @@ from lonca.symbols import SymbolCache
 from .auth import Tokens
 from .change_build import TreeMaps
 from .config import Config
+from .daemonkey import DaemonKeys
 from .log import LogWriter
 from .ratelimit import RateLimiter
 from .state import State
@@ -42,6 +43,7 @@ class Context:
     engine: Engine                                  # read by threads off the loop (log.read)
     db_write: Callable[[list], Awaitable[None]]     # rows outside the log, on the database thread
     db_get: Callable[[type, Any], Awaitable[Any]]
-    public_key: str
+    keys: DaemonKeys                                # the daemon key, and the next one during a rotation
     hooks: "dict[tuple[str, str], HookSeen]"        # what each live session's hooks did (memory only)
     started_ms: int                                 # when this worker started (hook events before it are unknown)
+    agent_uids: dict[str, set[int]]                 # repo -> the users agents' requests came from (memory only)

@@ -58,11 +58,12 @@ class Daemon:
         self.rate = RateLimiter()
         self.told: dict[tuple[str, str], Told] = {}  # inbox: what each live session was told (memory only)
         self.hooks: dict[tuple[str, str], HookSeen] = {}  # hook events of each live session (memory only)
+        self.agent_uids: dict[str, set[int]] = {}  # repo -> users its agents connect as (lonca doctor)
         self.started_ms = self.now_ms()
         self.verifying: set[str] = set()  # changes whose checks are running
         self._checkpointed: dict[str, int] = {}  # repo -> seq of its last checkpoint
         self.queue = QueueRunner(self)
-        self.server = SocketServer(config.socket, config.limits, self.handle, config.allowed_uids)
+        self.server = SocketServer(config.socket, config.limits, self.handle, config.allowed_uids, config.socket_group)
         self.stopping = asyncio.Event()
         self.failed: str | None = None  # the background task whose failure stopped the worker
         self._locks: list = []  # held for the worker's life (see worker_lock)
@@ -89,8 +90,7 @@ class Daemon:
                 self.db_lock = worker_lock.DatabaseLock(self.engine.url, self.engine.url.render_as_string(hide_password=True))
                 await asyncio.to_thread(self.db_lock.acquire)
             logged = await asyncio.to_thread(db.daemon_keys_in_log, self.engine)
-            self.key = daemonkey.load_or_create(self.config.key_path, logged)
-            self.public_key = daemonkey.public_hex(self.key)
+            self.keys = daemonkey.DaemonKeys(self.config.key_path, daemonkey.load_or_create(self.config.key_path, logged))
             self.symbols.store = await asyncio.to_thread(SqliteTables, self.config.home / "symbols.db")
             checks_dir = self.config.home / "checks"
             killed = reap_leftovers(checks_dir)
@@ -100,17 +100,19 @@ class Daemon:
             if not DIE_WITH_WORKER:
                 log.warning("setpriv (util-linux) is not on PATH: a check outlives a SIGKILL of the worker until its next start")
             await asyncio.to_thread(self._replay, started)
+            # a rotation whose last daemon.rotate committed before the key file moved
+            self.keys.promote_if_done(sum(1 for rs in self.state.repos.values() if rs.daemon_key == self.keys.public))
         except DatabaseError as e:
             raise database_problem(e, self.engine.url.render_as_string(hide_password=True) if self.engine else url) from None
-        self.log = LogWriter(self.engine, self.key, self.state, self.now_ms, self._replay, self.config.witness_dir)
+        self.log = LogWriter(self.engine, self.keys, self.state, self.now_ms, self._replay, self.config.witness_dir)
         self.log.durable_next = {name: rs.next_seq for name, rs in self.state.repos.items()}
         self.log.start(self._fatal)
         self.ctx = Context(config=self.config, state=self.state, log=self.log, now_ms=self.now_ms, store=self.store,
                            policy_text=self.policy_text, tree_maps=self.tree_maps, symbols=self.symbols,
                            warmer=self.warmer, tokens=self.tokens, rate=self.rate, refused=self.server.refused,
                            told=self.told, verifying=self.verifying, queue_wake=self.queue_wake, engine=self.engine,
-                           db_write=self.db_write, db_get=self.db_get, public_key=self.public_key,
-                           hooks=self.hooks, started_ms=self.started_ms)
+                           db_write=self.db_write, db_get=self.db_get, keys=self.keys,
+                           hooks=self.hooks, started_ms=self.started_ms, agent_uids=self.agent_uids)
         await self.server.start()
         self._sweeper = supervise("sweeper", self._sweep(), self._fatal)
         self.queue.start(self._fatal)
@@ -198,7 +200,7 @@ class Daemon:
                 log.warning("%s: the checkpoint at %d does not match the log; replaying it whole", repo, cp.seq)
             return ChainVerifier(repo), 1
         rs = checkpoint.load(state, data)
-        return ChainVerifier.after(repo, cp.seq, cp.hash, rs.daemon_key, rs.humans), cp.seq + 1
+        return ChainVerifier.after(repo, cp.seq, cp.hash, rs.daemon_key, rs.humans, rs.recovery), cp.seq + 1
 
     async def checkpoint(self, min_entries: int) -> None:
         """Save the state of each repository that moved on by `min_entries` since its checkpoint
@@ -330,6 +332,8 @@ class Daemon:
             if not m.writes and self.log.dirty and m.name != "ping":  # ping reads no state: it answers in an outage
                 await self.log.settled()  # a reader answers from durable state only
             who, repo = auth.check(m.credential, m.name, req, self.tokens, self.state, self.now_ms())
+            if who is not None and who.kind == "agent" and repo:
+                self.agent_uids.setdefault(repo, set()).add(peer.uid)
             if rate_limited(m, who):
                 self.rate.check(self.state.repo(repo), who.session, self.now_ms())
             schemas.check(m.name, req["params"])  # the request is already strict I-JSON (wire_json)

@@ -1,4 +1,6 @@
-"""The daemon's Ed25519 signing key, made at first start, kept in $LONCA_HOME with mode 0600."""
+"""The daemon's Ed25519 signing key, made at first start, kept in $LONCA_HOME with mode 0600, and
+the next one during a rotation."""
+import os
 from pathlib import Path
 
 from cryptography.hazmat.primitives import serialization
@@ -28,3 +30,57 @@ def load_or_create(path: Path, logged: dict[str, str]) -> Ed25519PrivateKey:
 
 def public_hex(key: Ed25519PrivateKey) -> str:
     return key.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw).hex()
+
+
+def _read(path: Path) -> Ed25519PrivateKey:
+    key = serialization.load_pem_private_key(path.read_bytes(), password=None)
+    if not isinstance(key, Ed25519PrivateKey):
+        raise LoncaError("integrity", f"{path} is not an Ed25519 key")
+    return key
+
+
+class DaemonKeys:
+    """The key the daemon signs with and, during a rotation, the next one (daemon.prepare_rotate
+    makes it, `daemon.next.key` beside the key file). Each repository's entries are signed with
+    the key its log is on (RepoState.daemon_key): a daemon.rotate moves one repository, and once
+    none is left on the current key the next one takes its place (its file too)."""
+
+    def __init__(self, path: Path, current: Ed25519PrivateKey):
+        self.path = path
+        self.next_path = path.with_name(path.stem + ".next" + path.suffix)
+        self.current = current
+        self.next: Ed25519PrivateKey | None = _read(self.next_path) if self.next_path.exists() else None
+
+    @property
+    def public(self) -> str:
+        return public_hex(self.current)
+
+    @property
+    def next_public(self) -> str | None:
+        return public_hex(self.next) if self.next is not None else None
+
+    def holds(self, public: str) -> bool:
+        return public in (self.public, self.next_public)
+
+    def sign(self, public: str, digest: bytes) -> str:
+        """The signature of `digest` with the held key whose public part is `public`."""
+        key = self.current if public == self.public else self.next if public == self.next_public else None
+        if key is None:
+            raise LoncaError("foreign_key", f"this daemon does not hold the key {public[:16]}…; the repository waits "
+                                            "for daemon.recover")
+        return key.sign(digest).hex()
+
+    def make_next(self) -> str:
+        """The next key, made once per rotation."""
+        if self.next is None:
+            key = Ed25519PrivateKey.generate()
+            write_private(self.next_path, key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                                            serialization.NoEncryption()))
+            self.next = key
+        return public_hex(self.next)
+
+    def promote_if_done(self, on_current: int) -> None:
+        """When no repository is left on the current key (`on_current`), the next one becomes it."""
+        if self.next is not None and on_current == 0:
+            os.replace(self.next_path, self.path)
+            self.current, self.next = self.next, None

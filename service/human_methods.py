@@ -7,6 +7,7 @@ import secrets
 import shutil
 
 from lonca import humansig, webauthn
+from lonca.audit import RECOVERY_SIGNED
 from lonca.canonical import content_hash
 from lonca.protocol import LOGIN_TTL_DEFAULT_MS, LOGIN_TTL_MAX_MS, LoncaError
 
@@ -16,7 +17,7 @@ from .log import Draft, allow
 from .policy import load as load_policy
 from .methods import Call, method
 from .review_methods import decide_approve, decide_policy_update, decide_reject
-from .session_methods import decide_session_start
+from .session_methods import decide_cap_revoke, decide_session_start
 from .store import NonceRow, PreparedRow, TokenRow
 
 KEY_ALGS = {"ed25519": 64, "webauthn-ed25519": None, "webauthn-es256": None}
@@ -83,7 +84,7 @@ async def prepare_init(call: Call) -> dict:
     if imported.problem:
         warnings.append(f"{imported.problem}; the defaults hold until a human sends policy.update "
                         "(human.prepare_policy, docs/policy.md)")
-    op = {"op": "repo.init", "repo": name, "daemon_key": d.public_key, "human": human, "human_key": key,
+    op = {"op": "repo.init", "repo": name, "daemon_key": d.keys.public, "human": human, "human_key": key,
           "policy": trunk, "trunk": trunk, "profile": profile}
     row = PreparedRow(op_hash=content_hash(op), kind="repo.init", staging=str(staging), created_ms=d.now_ms())
     await d.db_write([row])
@@ -175,7 +176,7 @@ async def logout(call: Call) -> dict:
 
 # Operation kinds human.submit takes, each decided by its own function (later issues add more).
 SUBMIT_OPS = {"session.start": decide_session_start, "approve": decide_approve, "reject": decide_reject,
-              "policy.update": decide_policy_update}
+              "policy.update": decide_policy_update, "cap.revoke": decide_cap_revoke}
 
 
 @method("human.submit", "human", writes=True)
@@ -184,15 +185,30 @@ async def submit(call: Call) -> dict:
     d = call.ctx
     rs = call.repo_state()
     op = p["op"]
+    kind = op.get("op")
     sig = signatures.check_shape(p["sig"], "denied")
-    if sig["human"] != call.auth.human:
-        raise LoncaError("forbidden", "the signer must be the human of this session")
-    decide_op = SUBMIT_OPS.get(op.get("op"))
+    decide_op = SUBMIT_OPS.get(kind)
     if decide_op is None:
-        raise LoncaError("invalid", f"human.submit does not take {op.get('op')!r} operations")
+        raise LoncaError("invalid", f"human.submit does not take {kind!r} operations")
+    if kind in RECOVERY_SIGNED:  # no session needed: the recovery key's signature is the credential
+        if sig["human"] != op["human"]:
+            raise LoncaError("denied", "bad_human_signature: a recovery is signed with the recovery key of the human it recovers")
+    elif call.auth is None:
+        raise LoncaError("unauthenticated", f"{kind} needs a human session; log in (lonca human login)")
+    elif sig["human"] != call.auth.human:
+        raise LoncaError("forbidden", "the signer must be the human of this session")
 
     def decide() -> Draft:
-        signatures.check_op(d.state, rs.name, op, sig, rs.humans.get(sig["human"]), d.now_ms())
+        if kind in RECOVERY_SIGNED:
+            key = rs.recovery.get(op["human"])
+            if key is None:
+                raise LoncaError("denied", f"not_enrolled: {op['human']} has no recovery key in {rs.name} (human.recovery_key "
+                                           "sets one; a recovery key recovers once)")
+        else:
+            key = rs.humans.get(sig["human"])
+        signatures.check_op(d.state, rs.name, op, sig, key, d.now_ms())
+        if key is not None and kind not in RECOVERY_SIGNED and (why := presence.required(rs, key, op)):
+            raise LoncaError("denied", why)
         draft = decide_op(call, rs, op)
         draft.human = sig
         return draft

@@ -1,25 +1,112 @@
 """Signed operations a human submits about who may sign and whether anything may change:
-human.enroll (a second human, enrolled by one already there), freeze and unfreeze. Each is a
-decide function for human.submit; this module adds them to its table when the worker loads it."""
+human.enroll (a second human, enrolled by one already there), the key lifecycle (human.rotate,
+human.recovery_key, human.recover, human.revoke), freeze and unfreeze. Each is a decide function
+for human.submit; this module adds them to its table when the worker loads it.
+
+A key that is rotated, recovered or revoked ends every human session of that key, in every
+repository (seed: "ends everywhere when the key is rotated, revoked or recovered"): the sessions'
+rows are ended in the entry's transaction and in memory once it is durable.
+
+The daemon's own key rotates the same way, one repository at a time: daemon.prepare_rotate makes
+the next key, a signed daemon.rotate moves a repository's log to it (the entry itself is signed
+with the old key, the next ones with the new), and once no repository is left on the old key the
+next one replaces it (service/daemonkey.py)."""
+from typing import Callable
+
 from lonca.protocol import LoncaError
 
 from .human_methods import SUBMIT_OPS, check_key
 from .log import Draft, allow
-from .methods import Call
+from .methods import Call, method
 from .state import RepoState
+from .store import TokenRow
 
 REASON_MAX = 4096
 
 
+def _new_key(rs: RepoState, op: dict) -> dict:
+    key = op["key"]
+    if check_key(key) != key:
+        raise LoncaError("invalid", 'op.key is exactly {"alg", "public"}')
+    if rs.profile == "hardened" and key["alg"] == "ed25519":
+        raise LoncaError("invalid", "presence_required: the hardened profile enrols only keys that prove presence")
+    if any(k == key for k in rs.humans.values()) or any(k == key for k in rs.recovery.values()):
+        raise LoncaError("invalid", f"this key is enrolled in {rs.name} already (as a key or a recovery key); use a new one")
+    return key
+
+
+def _enrolled(rs: RepoState, human: str) -> dict:
+    key = rs.humans.get(human)
+    if key is None:
+        raise LoncaError("invalid", f"{human} is not enrolled in {rs.name}")
+    return key
+
+
+def end_key_sessions(call: Call, key: dict) -> tuple[list[TokenRow], list[Callable[[], None]]]:
+    """(rows to commit with the entry, effect after it) that end every human session of `key`."""
+    tokens = call.ctx.tokens
+    live = [r for r in tokens.rows.values()
+            if r.kind == "human" and not r.ended and r.key_alg == key["alg"] and r.key_public == key["public"]]
+    rows = [TokenRow(token_hash=r.token_hash, kind=r.kind, repo=r.repo, session=r.session, human=r.human,
+                     key_alg=r.key_alg, key_public=r.key_public, expires_ms=r.expires_ms, ended=True) for r in live]
+
+    def end() -> None:
+        for r in live:
+            r.ended = True
+    return rows, [end]
+
+
+def _key_change(call: Call, op: dict, old: dict, actor: dict) -> Draft:
+    """The entry that moves a name off `old`, and ends that key's sessions with it."""
+    rows, effects = end_key_sessions(call, old)
+    return Draft(actor=actor, op=op, decision=allow(), rows=rows, after_commit=effects,
+                 result=lambda e: {"human": op["human"], "sessions_ended": len(rows)})
+
+
 def decide_enroll(call: Call, rs: RepoState, op: dict) -> Draft:
     human = op["human"]
-    if check_key(op["key"]) != op["key"]:
-        raise LoncaError("invalid", 'op.key is exactly {"alg", "public"}')
     if human in rs.humans:
         raise LoncaError("invalid", f"{human} is enrolled in {rs.name} already; a new key is a human.rotate")
-    if rs.profile == "hardened" and op["key"]["alg"] == "ed25519":
-        raise LoncaError("invalid", "presence_required: the hardened profile enrols only keys that prove presence")
+    _new_key(rs, op)
     return Draft(actor=call.auth.actor, op=op, decision=allow())
+
+
+def decide_rotate(call: Call, rs: RepoState, op: dict) -> Draft:
+    """A human moves their own name to a new key; the old key is refused from this entry on."""
+    if op["human"] != call.auth.human:
+        raise LoncaError("forbidden", f"a human rotates their own key; {call.auth.human} can not rotate {op['human']}'s "
+                                      "(a lost key is recovered with its recovery key, a leaked one revoked)")
+    old = _enrolled(rs, op["human"])
+    _new_key(rs, op)
+    return _key_change(call, op, old, call.auth.actor)
+
+
+def decide_recovery_key(call: Call, rs: RepoState, op: dict) -> Draft:
+    """The key that may sign a human.recover of this name, kept offline; one at a time."""
+    if op["human"] != call.auth.human:
+        raise LoncaError("forbidden", f"a human sets their own recovery key; {call.auth.human} can not set {op['human']}'s")
+    _enrolled(rs, op["human"])
+    _new_key(rs, op)
+    return Draft(actor=call.auth.actor, op=op, decision=allow(), result=lambda e: {"human": op["human"]})
+
+
+def decide_recover(call: Call, rs: RepoState, op: dict) -> Draft:
+    """Signed by the recovery key (checked by human.submit): the name moves to a new key with no
+    session, and the recovery key is spent."""
+    old = _enrolled(rs, op["human"])
+    _new_key(rs, op)
+    return _key_change(call, op, old, {"kind": "human", "name": op["human"]})
+
+
+def decide_revoke(call: Call, rs: RepoState, op: dict) -> Draft:
+    """Any human of the repository cuts a name off (a leaked or cloned key), their own included,
+    but not the last one: nobody could sign there again (rotate or recover that key instead)."""
+    _reason(op)
+    old = _enrolled(rs, op["human"])
+    if len(rs.humans) == 1:
+        raise LoncaError("invalid", f"{op['human']} is the only human of {rs.name}: revoking them leaves nobody to sign; "
+                                    "rotate the key (human.rotate) or recover it with the recovery key")
+    return _key_change(call, op, old, call.auth.actor)
 
 
 def _reason(op: dict) -> str:
@@ -43,4 +130,28 @@ def decide_unfreeze(call: Call, rs: RepoState, op: dict) -> Draft:
     return Draft(actor=call.auth.actor, op=op, decision=allow())
 
 
-SUBMIT_OPS.update({"human.enroll": decide_enroll, "freeze": decide_freeze, "unfreeze": decide_unfreeze})
+@method("daemon.prepare_rotate", "any human")
+async def prepare_rotate(call: Call) -> dict:
+    d = call.ctx
+    key = d.keys.make_next()  # one small file, once per rotation
+    mine = d.state.human_repos(call.auth.human, call.auth.key)
+    return {"key": key, "repos": [r for r in mine if d.state.repos[r].daemon_key == d.keys.public]}
+
+
+def decide_daemon_rotate(call: Call, rs: RepoState, op: dict) -> Draft:
+    d = call.ctx
+    if op["key"] == rs.daemon_key:
+        raise LoncaError("invalid", f"{rs.name} is on the key {op['key'][:16]}… already")
+    if op["key"] != d.keys.next_public:
+        raise LoncaError("invalid", "a rotation to a key the daemon does not hold: call daemon.prepare_rotate and sign "
+                                    "the key it answers")
+
+    def promote() -> None:
+        d.keys.promote_if_done(sum(1 for r in d.state.repos.values() if r.daemon_key == d.keys.public))
+    return Draft(actor=call.auth.actor, op=op, decision=allow(), after_commit=[promote],
+                 result=lambda e: {"daemon_key": op["key"]})
+
+
+SUBMIT_OPS.update({"daemon.rotate": decide_daemon_rotate, "human.enroll": decide_enroll, "human.rotate": decide_rotate,
+                   "human.recovery_key": decide_recovery_key, "human.recover": decide_recover,
+                   "human.revoke": decide_revoke, "freeze": decide_freeze, "unfreeze": decide_unfreeze})

@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from sqlalchemy import insert
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import SQLAlchemyError
@@ -29,6 +28,7 @@ from lonca.canonical import canonical, sha256_hex
 from lonca.database_errors import db_cause
 from lonca.protocol import LOG_FORMAT, ZERO_HASH, LoncaError
 
+from .daemonkey import DaemonKeys
 from .state import State
 from .supervision import supervise
 from .store import LogRow
@@ -70,13 +70,13 @@ def deny(*reasons: str) -> dict:
 
 
 class LogWriter:
-    def __init__(self, engine: Engine, key: Ed25519PrivateKey, state: State, now_ms: Callable[[], int],
+    def __init__(self, engine: Engine, keys: DaemonKeys, state: State, now_ms: Callable[[], int],
                  on_failure: Callable[[], None], witness: Path):
         self.engine = engine
         self.witness = witness  # the folder of each log's head witness (lonca.audit)
         self.db_name = engine.url.render_as_string(hide_password=True)
         self.broken: str | None = None  # why the state is ahead of the log, until a replay succeeds
-        self.key = key
+        self.keys = keys  # each repository is signed with the key its log is on
         self.state = state
         self.now_ms = now_ms
         self.on_failure = on_failure
@@ -256,7 +256,7 @@ class LogWriter:
         }
         text = canonical(entry)
         hash_hex = sha256_hex(text)
-        sig = self.key.sign(bytes.fromhex(hash_hex)).hex()
+        sig = self.keys.sign(rs.daemon_key if rs else d.op["daemon_key"], bytes.fromhex(hash_hex))
         self.state.apply(repo, entry, hash_hex)
         self._applied += 1
         return {"repo": repo, "seq": seq, "entry": text.decode(), "hash": hash_hex, "sig": sig}, entry

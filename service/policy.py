@@ -36,6 +36,8 @@ class Policy:
     agent_changes: str = "allow"  # or "human": every agent change waits for a human
     approvals_required: int = 1
     case_twins: bool = False  # a new path may differ from another only in case (service/paths.py)
+    presence_required: bool = False  # human writes need a key that proves presence (a hardened profile always does)
+    distinct_humans: tuple[str, ...] = ()  # names that count as a human of their own though another enrolled them
     # [verification]
     build: tuple[str, ...] | None = None
     tests: tuple[str, ...] | None = None
@@ -214,6 +216,8 @@ SETTINGS = (
     Setting("review", "agent_changes", "agent_changes", "choice", choices=("allow", "human")),
     Setting("review", "approvals", "approvals_required", "int", 1),
     Setting("review", "case_twins", "case_twins", "bool"),
+    Setting("review", "presence_required", "presence_required", "bool"),
+    Setting("review", "distinct_humans", "distinct_humans", "strings"),
     Setting("verification", "build", "build", "argv"),
     Setting("verification", "tests", "tests", "argv"),
     Setting("verification", "extended", "extended", "argv"),

@@ -2,12 +2,38 @@
 why, a hardened repository needs user verification, and an authenticator's sign count never goes
 back. The counts come from the log at replay (every signed entry) and from logins while the worker
 runs; logins are not logged, so after a restart the floor is the last logged assertion's count."""
+from typing import TYPE_CHECKING
+
 from lonca import webauthn
 from lonca.protocol import LoncaError
+
+if TYPE_CHECKING:
+    from .state import RepoState
 
 
 def is_webauthn(key: dict | None) -> bool:
     return bool(key) and key.get("alg") in webauthn.KEY_ALGS
+
+
+def proves_presence(key: dict) -> bool:
+    """Every kind of human key but a file key needs a touch (or Touch ID) for each signature."""
+    return key["alg"] != "ed25519"
+
+
+def required(rs: "RepoState", signer_key: dict, op: dict) -> str | None:
+    """Why this signed write needs a key that proves presence and the signer's does not, or None.
+    [review] presence_required, always on a hardened repository (docs/decisions.md, "An agent
+    must not approve its own change"). While no human of the repository holds such a key (a
+    hardened one made with without_presence), a file key may still enrol or rotate to one,
+    or nothing could ever be written there again."""
+    if proves_presence(signer_key) or not (rs.policy.presence_required or rs.profile == "hardened"):
+        return None
+    if op["op"] in ("human.enroll", "human.rotate") and proves_presence(op["key"]) \
+            and not any(proves_presence(k) for k in rs.humans.values()):
+        return None
+    why = "the hardened profile" if rs.profile == "hardened" else "the policy ([review] presence_required)"
+    return (f"presence_required: {why} needs a key that proves presence (a passkey or security key) for "
+            f"{op['op']} in {rs.name}; sign it in the console, a file key only logs in, reads and prepares")
 
 
 def check(key: dict, message: bytes, sig_hex: str, code: str, *, require_uv: bool) -> None:
@@ -15,6 +41,9 @@ def check(key: dict, message: bytes, sig_hex: str, code: str, *, require_uv: boo
         webauthn.check(key, message, sig_hex, require_uv=require_uv)
     except webauthn.Refused as e:
         raise LoncaError(code, f"{e.reason}: {e.message}") from None
+
+
+CLONED = "the authenticator's sign count went back"  # security.events tells it apart (cloned_authenticator)
 
 
 def check_count(sign_counts: dict[str, int], key: dict, sig_hex: str, code: str) -> None:
@@ -25,7 +54,7 @@ def check_count(sign_counts: dict[str, int], key: dict, sig_hex: str, code: str)
     if count is None or last is None or (count == 0 and last == 0):
         return
     if count <= last:
-        raise LoncaError(code, f"bad_human_signature: the authenticator's sign count went back ({count} after {last}); "
+        raise LoncaError(code, f"bad_human_signature: {CLONED} ({count} after {last}); "
                                "it may have been cloned: revoke this key and enrol a new one")
 
 

@@ -19,7 +19,7 @@ T = TypeVar("T")
 @method("ping", "public")
 async def ping(call: Call) -> dict:
     d = call.ctx
-    return {"version": lonca.__version__, "protocol": PROTOCOL, "daemon_key": d.public_key, "next_key": None,
+    return {"version": lonca.__version__, "protocol": PROTOCOL, "daemon_key": d.keys.public, "next_key": d.keys.next_public,
             "proxy": None, "hardened": False, "refused": {**d.refused, "rate_limited": d.rate.refused},
             "bootstrap": not d.state.repos}  # a tokenless repo.prepare_init is open (seed: bootstrap)
 
@@ -73,7 +73,12 @@ async def status(call: Call) -> dict:
         "frozen": rs.frozen, "queue": list(rs.queue), "next_seq": rs.next_seq, "head_hash": rs.head_hash,
         "now_ms": now, "verification_day_ms": rs.verification_days.get(now // 86_400_000, 0), "daemon_key": rs.daemon_key,
         "below_hardened": [], "profile": rs.profile, "unparsed_files": pol.unparsed_files,
-        "humans": {n: {"alg": k["alg"], "public": k["public"], "recovery": None} for n, k in sorted(rs.humans.items())},
+        "humans": {n: {"alg": k["alg"], "public": k["public"], "recovery": rs.recovery[n]["public"] if n in rs.recovery else None,
+                       "counts_as": rs.principal(n)} for n, k in sorted(rs.humans.items())},
+        # human writes need a key that proves presence ([review] presence_required, or hardened)
+        "presence_required": pol.presence_required or rs.profile == "hardened",
+        # the users agents' requests came from since the worker started (lonca doctor compares its own)
+        "agent_uids": sorted(d.agent_uids.get(rs.name, ())),
         "sessions": [_session_json(d, rs, s, now) for s in _listed_sessions(rs)],
         "leases": leases, "changes": changes, "pending": pending,
         "interests": [i.to_json() for i in rs.interests],

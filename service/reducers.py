@@ -8,6 +8,8 @@ entry's `time_ms`)."""
 import heapq
 from typing import Callable
 
+from lonca.audit import RECOVERY_SIGNED
+
 from .lease_model import Interest, LeaseSet, Reservation, any_conflict
 from .scope import full_scope
 from .state import ChangeRec, PendingRec, RepoState, SessionRec, State
@@ -30,8 +32,9 @@ def apply(st: State, repo: str, entry: dict, hash_hex: str) -> None:
     rs.next_seq = entry["seq"] + 1
     rs.head_hash = hash_hex
     sig = entry.get("human")
-    if sig:
-        st.note_signature(sig, rs.humans.get(sig["human"]))
+    if sig:  # a recovery is signed with the recovery key: its sign count is that key's
+        keys = rs.recovery if kind in RECOVERY_SIGNED else rs.humans
+        st.note_signature(sig, keys.get(sig["human"]))
     _expire(rs, entry["time_ms"])
     REDUCERS[kind](st, rs, entry, op, allowed)
     _reserve(rs, entry["time_ms"])
@@ -183,14 +186,46 @@ def _session_end(st: State, rs: RepoState, entry: dict, op: dict, outcome: str) 
         rs.session_over(rec.id)
 
 
-def _human_key(st: State, rs: RepoState, entry: dict, op: dict, outcome: str) -> None:
+def _human_enroll(st: State, rs: RepoState, entry: dict, op: dict, outcome: str) -> None:
     if outcome == "allow":
         rs.humans[op["human"]] = op["key"]
+        rs.recovery.pop(op["human"], None)  # a name enrolled again starts without a recovery key
+        if entry["actor"].get("kind") == "human" and entry["actor"]["name"] != op["human"]:
+            rs.enrolled_by[op["human"]] = entry["actor"]["name"]
+
+
+def _human_key(st: State, rs: RepoState, entry: dict, op: dict, outcome: str) -> None:
+    """human.rotate and human.recover: the name signs with the new key from this entry on; a
+    recovery key recovers once (the human sets a new one with the new key)."""
+    if outcome == "allow":
+        rs.humans[op["human"]] = op["key"]
+        if op["op"] == "human.recover":
+            rs.recovery.pop(op["human"], None)
+
+
+def _recovery_key(st: State, rs: RepoState, entry: dict, op: dict, outcome: str) -> None:
+    if outcome == "allow":
+        rs.recovery[op["human"]] = op["key"]
 
 
 def _human_revoke(st: State, rs: RepoState, entry: dict, op: dict, outcome: str) -> None:
     if outcome == "allow":
         rs.humans.pop(op["human"], None)
+        rs.recovery.pop(op["human"], None)
+
+
+def _cap_revoke(st: State, rs: RepoState, entry: dict, op: dict, outcome: str) -> None:
+    """A revoked capability ends with every capability made from it."""
+    if outcome == "allow" and op["session"] in rs.sessions:
+        for sid in rs.session_line(op["session"]):
+            if not rs.sessions[sid].ended:
+                _session_end(st, rs, entry, {"op": "session.end", "session": sid, "reason": op["reason"]}, outcome)
+
+
+def _daemon_rotate(st: State, rs: RepoState, entry: dict, op: dict, outcome: str) -> None:
+    """The entries after this one are signed with the new key (this one with the old)."""
+    if outcome == "allow":
+        rs.daemon_key = op["key"]
 
 
 def _policy_update(st: State, rs: RepoState, entry: dict, op: dict, outcome: str) -> None:
@@ -353,7 +388,7 @@ def _apply_approve(st: State, rs: RepoState, entry: dict, op: dict, outcome: str
     rec = rs.changes.get(pending.change) if pending.change else None
     if rec and op.get("checks"):
         rec.checks = sorted(set(rec.checks) | set(op["checks"]))
-    if len(pending.approvals) < rs.policy.approvals_required:
+    if len({rs.principal(a) for a in pending.approvals}) < rs.policy.approvals_required:
         return
     del rs.pending[op["target_seq"]]
     if rec:
@@ -471,10 +506,14 @@ REDUCERS: dict[str, Reducer] = {
     "session.bind": _session_bind,
     "taint": _taint,
     "session.end": _session_end,
-    "human.enroll": _human_key,
+    "human.enroll": _human_enroll,
     "human.rotate": _human_key,
+    "human.recover": _human_key,
+    "human.recovery_key": _recovery_key,
     "human.revoke": _human_revoke,
+    "cap.revoke": _cap_revoke,
     "policy.update": _policy_update,
+    "daemon.rotate": _daemon_rotate,
     "freeze": _freeze,
     "unfreeze": _freeze,
     "lease.acquire": _apply_acquire,

@@ -28,6 +28,9 @@ def decide_approve(call: Call, rs: RepoState, op: dict) -> Draft:
             reasons += [f"unknown_check:{c}" for c in checks if c not in rs.policy.checks]
     if pending is not None and call.auth.human in pending.approvals:
         reasons.append("already_approved")
+    elif pending is not None:  # approvals count humans, not names (docs/decisions.md, "distinct humans")
+        me = rs.principal(call.auth.human)
+        reasons += [f"same_human:{a}" for a in pending.approvals if rs.principal(a) == me][:1]
     decision = deny(*reasons) if reasons else allow()
 
     def result(entry: dict) -> dict:

@@ -7,6 +7,7 @@ from collections import Counter, deque
 from lonca.protocol import LoncaError
 
 from .methods import Call, method
+from .presence import CLONED
 from .server import Peer
 
 KEPT = 10_000
@@ -21,6 +22,8 @@ EVENTS: deque[dict] = deque(maxlen=KEPT)
 
 def kind_of(error: LoncaError) -> str | None:
     reason = error.message.split(":", 1)[0]
+    if CLONED in error.message:  # a copy of a passkey signed: the console offers to revoke the key
+        return "cloned_authenticator"
     if reason in SIGNATURE_REASONS:
         return "signature_refused"
     return error.code if error.code in RECORDED_CODES else None
@@ -36,6 +39,11 @@ def note(peer: Peer, req: dict, error: LoncaError) -> None:
              "uid": peer.uid, "code": error.code, "detail": error.message[:300]}
     if isinstance(repo, str):
         event["repo"] = repo[:64]
+    if kind == "cloned_authenticator":  # whose key it is: the name the refused signature signed as
+        params = req.get("params")
+        sig = params.get("sig") if isinstance(params, dict) else None
+        if isinstance(sig, dict) and isinstance(sig.get("human"), str):
+            event["human"] = sig["human"][:64]
     EVENTS.append(event)
 
 

@@ -5,6 +5,7 @@ import array
 import asyncio
 import errno
 import fcntl
+import grp
 import json
 import logging
 import os
@@ -98,8 +99,9 @@ class SocketServer:
     """Serves JSON lines on a Unix socket; `handle(peer, request) -> response dict`."""
 
     def __init__(self, path: Path, limits: Limits, handle: Callable[[Peer, dict], Awaitable[dict]],
-                 allowed_uids: frozenset[int] = frozenset()):
+                 allowed_uids: frozenset[int] = frozenset(), group: str | None = None):
         self.path = path
+        self.group = group  # members may open the socket; the uid check below still applies
         self.limits = limits
         self.handle = handle
         self.allowed_uids = allowed_uids | {os.getuid()}
@@ -132,6 +134,13 @@ class SocketServer:
         finally:
             os.umask(old)
         os.chmod(self.path, 0o600)
+        if self.group is not None:
+            try:
+                os.chown(self.path, -1, grp.getgrnam(self.group).gr_gid)
+            except (KeyError, PermissionError) as e:
+                raise LoncaError("invalid", f"LONCA_SOCKET_GROUP={self.group}: no such group, or the worker's user is "
+                                            f"not in it ({e.__class__.__name__}); name a group of yours") from None
+            os.chmod(self.path, 0o660)
         self._inode = self.path.stat().st_ino
         loop = asyncio.get_running_loop()
         self._default_handler = loop.get_exception_handler()

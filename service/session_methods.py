@@ -56,6 +56,20 @@ def continuation_reasons(rs: RepoState, op: dict) -> list[str]:
     return [f"scope_widening:{w}" for w in scopes.narrower(scopes.full_scope(op["scope"]), old.scope)]
 
 
+def decide_cap_revoke(call: Call, rs: RepoState, op: dict) -> Draft:
+    """A human ends an agent's capability, and every capability made from it: its token stops
+    working at this entry (a leaked token is cut off)."""
+    rec = rs.sessions.get(op["session"])
+    if rec is None:
+        raise LoncaError("invalid", f"no session {op['session']} in {rs.name}")
+    if not rec.active(call.ctx.now_ms()):
+        raise LoncaError("invalid", f"the session {op['session']} has ended or expired already")
+    if not op["reason"].strip():
+        raise LoncaError("invalid", "op.reason says why the capability is revoked")
+    ended = [sid for sid in rs.session_line(rec.id) if rs.sessions[sid].active(call.ctx.now_ms())]
+    return Draft(actor=call.auth.actor, op=op, decision=allow(), result=lambda e: {"sessions_ended": ended})
+
+
 def live_session(rs: RepoState, sid: str, now_ms: int) -> None:
     """Decided in the writer: a session that ended or expired meanwhile gets session_inactive."""
     rec = rs.sessions.get(sid)

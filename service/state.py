@@ -97,6 +97,8 @@ class RepoState:
     profile: str
     policy: Policy = DEFAULT
     humans: dict[str, dict] = field(default_factory=dict)  # name -> human key
+    recovery: dict[str, dict] = field(default_factory=dict)  # name -> its recovery key (human.recovery_key)
+    enrolled_by: dict[str, str] = field(default_factory=dict)  # name -> the human whose human.enroll added it
     sessions: dict[str, SessionRec] = field(default_factory=dict)
     frozen: str | None = None
     next_seq: int = 1
@@ -194,6 +196,27 @@ class RepoState:
                     self.index.add(s)
                 else:
                     self.drop_set(s, keep_pinned=False)
+
+    def principal(self, name: str) -> str:
+        """The human a name counts as among approvers: names enrolled by a human count as that
+        human, back to the repository's first human or a name the policy says is a person of its
+        own ([review] distinct_humans); docs/decisions.md, "Approvals come from distinct humans"."""
+        path = [name]
+        while name not in self.policy.distinct_humans and name in self.enrolled_by:
+            name = self.enrolled_by[name]
+            if name in path:  # names that enrolled each other (one revoked, then enrolled again): one human
+                return min(path[path.index(name):])
+            path.append(name)
+        return name
+
+    def session_line(self, session: str) -> list[str]:
+        """A session and every capability made from it, down its children (cap.attenuate)."""
+        line, todo = [], [session]
+        while todo:
+            sid = todo.pop()
+            line.append(sid)
+            todo += [s.id for s in self.sessions.values() if s.parent == sid]
+        return line
 
     def workspace_sessions(self, session: str) -> set[str]:
         """A session and those it continues (one workspace)."""

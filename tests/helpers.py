@@ -91,3 +91,52 @@ class RepoEnv:
 
     def log(self) -> list:
         return self.client.call("log", {"from": 1}, repo="demo", token=self.token)
+
+
+class Passkey:
+    """A WebAuthn credential in software, for tests over the socket without a browser: a real
+    Ed25519 key whose assertions carry authenticator data with user presence (and verification)
+    set, signed over the challenge the worker expects (DESIGN.md, "WebAuthn"). The browser tests
+    use Chromium's virtual authenticator instead."""
+
+    RP_ID, ORIGIN = "localhost", "http://localhost:8765"
+
+    def __init__(self, name: str):
+        import cbor2
+        from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+        from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+
+        from lonca import webauthn
+        self.name = name
+        self.private = Ed25519PrivateKey.generate()
+        x = self.private.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)
+        cose = cbor2.dumps({1: 1, 3: -8, -1: 6, -2: x})
+        self.public = webauthn.make_key("webauthn-ed25519", cose, "c3dhbXA", self.RP_ID, self.ORIGIN)
+        self.count = 0
+
+    def _sig(self, message: bytes, nonce: str, issued_ms: int) -> dict:
+        import base64
+        import hashlib
+        import json
+
+        from lonca import webauthn
+
+        def b64u(b: bytes) -> str:
+            return base64.urlsafe_b64encode(b).rstrip(b"=").decode()
+        self.count += 1
+        auth_data = hashlib.sha256(self.RP_ID.encode()).digest() + bytes([0x05]) + self.count.to_bytes(4, "big")
+        client = json.dumps({"type": "webauthn.get", "challenge": b64u(webauthn.challenge(message)),
+                             "origin": self.ORIGIN, "crossOrigin": False}).encode()
+        signature = self.private.sign(auth_data + hashlib.sha256(client).digest())
+        return {"human": self.name, "nonce": nonce, "issued_ms": issued_ms,
+                "sig": webauthn.encode_sig(b64u(auth_data), b64u(client), b64u(signature))}
+
+    def sign_op(self, repo: str, op: dict) -> dict:
+        from lonca import humansig
+        nonce, issued = secrets.token_hex(16), now_ms()
+        return self._sig(humansig.intent_bytes(repo, op, nonce, issued), nonce, issued)
+
+    def sign_login(self, repo: str | None, ttl_ms: int) -> dict:
+        from lonca import humansig
+        nonce, issued = secrets.token_hex(16), now_ms()
+        return self._sig(humansig.login_bytes(repo, self.name, ttl_ms, nonce, issued), nonce, issued)

@@ -250,7 +250,7 @@ def test_cli_init_login_status_doctor(worker, source_repo, tmp_path):
     st = worker.cli("status", "--json", check=True)
     assert json.loads(st.stdout)["repo"] == "demo" and "lonca_h_" not in st.stdout
     doc = worker.cli_json("doctor")
-    assert doc["ok"] and [c["name"] for c in doc["checks"]] == ["mode", "socket", "daemon", "git", "human", "log demo", "human demo", "frozen demo"]
+    assert doc["ok"] and [c["name"] for c in doc["checks"]] == ["mode", "socket", "daemon", "git", "human", "log demo", "human demo", "frozen demo", "presence demo"]
     text_out = worker.cli("doctor", check=True).stdout
     assert "[✓] Log demo" in text_out and "\x1b[" not in text_out
     again = worker.cli("init", "demo", "--json")

@@ -12,7 +12,7 @@ from console.browser_steps import bootstrap, sign
 from console.test_webauthn_console import shot, token_of
 from lonca.protocol import claim_from_facts
 
-POLICY = '[review]\nagent_changes = "human"\napprovals = 2\n\n[verification]\ntests = ["python3", "-c", "print(\'tests ran\')"]\n'
+POLICY = '[review]\nagent_changes = "human"\napprovals = 2\ndistinct_humans = ["bob"]\n\n[verification]\ntests = ["python3", "-c", "print(\'tests ran\')"]\n'
 
 
 def propose(c, agent: str, text: str, change: str | None = None) -> dict:
@@ -28,10 +28,11 @@ def test_why_it_waits_approvals_so_far_and_the_timeline(stack, new_page, tmp_pat
     src = git_repo(tmp_path / "src", {"app.py": "def charge(amount):\n    return amount * 2\n", "lonca.toml": POLICY})
     page, _ = new_page()
     bootstrap(page, console, "alice", "demo", import_from=str(src))
-    # a second approver: alice's file key for the CLI, enrolled from the Keys page
-    public = worker.cli("human", "key", "--human", "alice-cli", check=True).stdout.strip()
+    # a second approver: bob's file key for the CLI, enrolled from the Keys page by alice; the
+    # policy counts bob as a human of his own (distinct_humans), else he would count as alice
+    public = worker.cli("human", "key", "--human", "bob", check=True).stdout.strip()
     page.goto(console.url + "/keys")
-    assert "allow" in sign(page, "#enrol-file-key", public=public)
+    assert "allow" in sign(page, "#enrol-file-key", public=public, human="bob")
     page.goto(console.url + "/r/demo/sessions")
     agent = token_of(sign(page, "form[data-ceremony='session.start']", agent="ada", task="fees"))
 
@@ -58,14 +59,14 @@ def test_why_it_waits_approvals_so_far_and_the_timeline(stack, new_page, tmp_pat
     expect(why.locator(".approvers")).to_contain_text("human:alice: “fine by me”")
     expect(page.locator("#change dd[data-status]")).to_have_text("pending")
 
-    # the second, from the CLI with the file key: the change integrates after its checks, live
-    out = json.loads(worker.cli("approve", str(v2["seq"]), "--note", "ok too", "--human", "alice-cli", "--repo", "demo",
+    # the second, bob's from the CLI with his file key: the change integrates after its checks, live
+    out = json.loads(worker.cli("approve", str(v2["seq"]), "--note", "ok too", "--human", "bob", "--repo", "demo",
                                 "--json", check=True).stdout)
     assert out["decision"]["outcome"] == "allow"
     expect(page.locator("#change dd[data-status]")).to_have_text("integrated", timeout=30_000)
     expect(why).to_contain_text("Trunk took it as")
     expect(timeline.locator("[data-kind=approved]")).to_have_count(2)
-    expect(timeline.locator("[data-kind=approved]").nth(1)).to_contain_text("human:alice-cli: “ok too”")
+    expect(timeline.locator("[data-kind=approved]").nth(1)).to_contain_text("human:bob: “ok too”")
     integrated = timeline.locator("[data-kind=integrated]")
     expect(integrated).to_contain_text(re.compile(r"as [0-9a-f]{12}"))
     expect(integrated).to_contain_text(re.compile(r"checks: tests pass"))

@@ -11,6 +11,7 @@ from sqlalchemy import text
 
 from lonca.protocol import LoncaError
 from lonca.service.auth import Tokens, token_hash
+from lonca.service.daemonkey import DaemonKeys
 from lonca.service.log import DAEMON, Draft, LogWriter, allow
 from lonca.service.state import State
 from lonca.service.store import TokenRow, open_engine
@@ -46,7 +47,7 @@ def test_effects_run_after_the_commit_and_never_when_it_fails(tmp_path):
                      after_failed_commit=[lambda: put_back.append(state.repo("demo") is not None)])
 
     async def run():
-        writer = LogWriter(engine, key, state, Clock(), replay, tmp_path)
+        writer = LogWriter(engine, DaemonKeys(tmp_path / "daemon.key", key), state, Clock(), replay, tmp_path)
         writer.start(lambda task: pytest.fail(f"{task} stopped"))
         seen: list = []
         with engine.begin() as c:

@@ -149,3 +149,37 @@ def test_a_continuation_ends_the_old_session_and_passes_only_pinned_items():
     assert rs.changes[change].status == {"status": "integrated", "commit": "d" * 40}
     assert [e["kind"] for e in rs.events["s2"]] == ["integrated"] and "s1" not in rs.events
     assert (old.verification_ms, new.verification_ms) == (1500, 1500)   # the line's, on its first and its current
+
+
+def test_approvers_count_as_the_human_who_enrolled_them():
+    """enrolled_by lineage (docs/decisions.md, "An agent must not approve its own change"): names
+    enrolled by a human count as that human, back to the first human or a name of the policy's
+    distinct_humans, and a loop of enrolments (a name revoked, then enrolled again by a name it
+    enrolled) still ends."""
+    from dataclasses import replace
+
+    c = Chain()
+    human = lambda name: {"kind": "human", "name": name}  # noqa: E731
+    key = lambda n: {"alg": "ed25519", "public": f"{n:064x}"}  # noqa: E731
+    c.add({"op": "human.enroll", "human": "ada-cli", "key": key(1)}, human("ada"))
+    c.add({"op": "human.enroll", "human": "bo", "key": key(2)}, human("ada"))
+    c.add({"op": "human.enroll", "human": "bo-phone", "key": key(3)}, human("bo"))
+    c.add({"op": "human.revoke", "human": "ada", "reason": "left"}, human("bo"))
+    c.add({"op": "human.enroll", "human": "ada", "key": key(4)}, human("bo"))
+    rs = replay(c).repo("demo")
+    # the loop ada -> bo -> ada is one human, whichever name the count starts from
+    assert {rs.principal(n) for n in ("ada", "ada-cli", "bo", "bo-phone")} == {"ada"}
+    rs.policy = replace(rs.policy, distinct_humans=("bo",))
+    assert {n: rs.principal(n) for n in ("ada", "ada-cli", "bo", "bo-phone")} == \
+        {"ada": "bo", "ada-cli": "bo", "bo": "bo", "bo-phone": "bo"}
+
+
+def test_a_revoked_capability_ends_with_the_capabilities_made_from_it():
+    c = Chain()
+    c.start("s1")
+    c.start("s2")
+    c.add({"op": "cap.attenuate", "parent": "s1", "child": "s1-c", "agent": "helper", "scope": {"paths": ["**"]},
+           "expires_ms": c.clock() + 3_600_000}, {"kind": "agent", "session": "s1", "agent": "agent-s1"})
+    c.add({"op": "cap.revoke", "session": "s1", "reason": "token leaked"}, {"kind": "human", "name": "ada"})
+    rs = replay(c).repo("demo")
+    assert rs.sessions["s1"].ended and rs.sessions["s1-c"].ended and not rs.sessions["s2"].ended
