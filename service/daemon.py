@@ -33,6 +33,7 @@ from .server import Peer, SocketServer
 from .state import State
 from .symbol_store import SqliteTables
 from .symbol_warmer import SymbolWarmer
+from .tree_manifest import Manifests
 from .store import CheckpointRow, LogRow, NonceRow, TokenRow, open_engine, repos_in_log
 from .store_packer import StorePacker
 from .supervision import supervise
@@ -51,6 +52,7 @@ class Daemon:
         self._stores = threading.local()  # a pygit2 Repository is not safe to share between threads
         self._policies: dict[tuple[str, str], Policy] = {}
         self.tree_maps = TreeMaps()
+        self.manifests = Manifests(self.tree_maps)
         self.symbols = SymbolCache()
         self.warmer = SymbolWarmer(self.symbols, self.store, self.tree_maps)
         self.packer = StorePacker(config.store_path)
@@ -103,7 +105,8 @@ class Daemon:
         self.log.durable_next = {name: rs.next_seq for name, rs in self.state.repos.items()}
         self.log.start(self._fatal)
         self.ctx = Context(config=self.config, state=self.state, log=self.log, now_ms=self.now_ms, store=self.store,
-                           policy_text=self.policy_text, tree_maps=self.tree_maps, symbols=self.symbols,
+                           policy_text=self.policy_text, tree_maps=self.tree_maps,
+                           manifests=self.manifests, symbols=self.symbols,
                            warmer=self.warmer, tokens=self.tokens, rate=self.rate, refused=self.server.refused,
                            told=self.told, verifying=self.verifying, queue_wake=self.queue_wake, engine=self.engine,
                            db_write=self.db_write, db_get=self.db_get, public_key=self.public_key,
