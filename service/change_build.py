@@ -4,6 +4,7 @@ import binascii
 import secrets
 import threading
 from collections import OrderedDict
+from typing import Iterator, Mapping
 
 import pygit2
 
@@ -162,7 +163,7 @@ def commit_exists(repo: pygit2.Repository, commit_id: str) -> bool:
 
 
 def build_commit(repo: pygit2.Repository, base: str, files: list[dict], message: str, author: str, now_ms: int,
-                 base_map: dict[str, TreeEntry], case_twins: bool = True) -> tuple[str, dict[str, TreeEntry]]:
+                 base_map: Mapping[str, TreeEntry], case_twins: bool = True) -> tuple[str, "TreeOverlay"]:
     """The commit of `files` (check_files's) on `base` (refs untouched) and the new tree's path
     map, read back from the tree written: what facts, leases and scope are decided on is what
     the commit holds, never the paths the request named. `case_twins`: whether a new name may
@@ -196,16 +197,45 @@ def file_mode(f: dict, old: TreeEntry | None) -> int:
 
 
 def built_map(repo: pygit2.Repository, base_tree: pygit2.Tree, tree: pygit2.Tree,
-              base_map: dict[str, TreeEntry]) -> dict[str, TreeEntry]:
+              base_map: Mapping[str, TreeEntry]) -> "TreeOverlay":
     """`base_map` with what differs between the two trees (blob, mode or type: tree_changes), so
     every path is seen as it was written, whatever the request named."""
-    new_map = dict(base_map)
-    for path, entry in tree_changes(repo, base_tree, tree).items():
-        if entry is None:
-            new_map.pop(path, None)
-        else:
-            new_map[path] = entry
-    return new_map
+    return TreeOverlay(base_map, tree_changes(repo, base_tree, tree))
+
+
+class TreeOverlay(Mapping[str, TreeEntry]):
+    """A tree's map as its base's and the paths that differ (None where deleted): made in the
+    time of the change. A copy of the base's dict cost 2-10 ms at 100 000 files (60 ms once
+    deletions left holes in it), twice an integration (preview and proposal), holding the GIL."""
+
+    __slots__ = ("base", "changes")
+
+    def __init__(self, base: Mapping[str, TreeEntry], changes: dict[str, TreeEntry | None]) -> None:
+        self.base, self.changes = base, changes
+
+    def get(self, path, default=None):
+        changes = self.changes
+        if path in changes:
+            e = changes[path]
+            return default if e is None else e
+        return self.base.get(path, default)
+
+    def __getitem__(self, path: str) -> TreeEntry:
+        e = self.get(path)
+        if e is None:
+            raise KeyError(path)
+        return e
+
+    def __contains__(self, path: object) -> bool:
+        return self.get(path) is not None
+
+    def __iter__(self) -> Iterator[str]:
+        changes = self.changes
+        yield from (p for p in self.base if changes.get(p, p) is not None)
+        yield from (p for p, e in changes.items() if e is not None and p not in self.base)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
 
 
 def _write_tree(repo: pygit2.Repository, tree: pygit2.Tree | None, edits: dict, prefix: str) -> pygit2.Oid | None:
