@@ -4,6 +4,7 @@ import json
 import logging
 import os
 import signal
+import sys
 import threading
 import time
 
@@ -40,7 +41,8 @@ from .supervision import supervise
 
 log = logging.getLogger("lonca.daemon")
 REPLAY_PAGE = 5000
-STOP_S = 10.0  # a graceful stop is bounded: what is still running after this is abandoned
+STOP_S = 10.0
+SWITCH_S = 0.001  # a graceful stop is bounded: what is still running after this is abandoned
 
 
 class Daemon:
@@ -364,6 +366,10 @@ class Daemon:
 
 async def serve(config: Config, ready=None) -> None:
     """Until SIGINT or SIGTERM, or a background task fails (then `internal`: a non-zero exit)."""
+    # The loop gives the GIL away at every socket read and write and every wait; while a thread
+    # runs Python (facts, merges, a warm) each take back costs up to the switch interval, 5 ms by
+    # default, many times a request (docs/decisions.md, "The worker's threads and the GIL").
+    sys.setswitchinterval(SWITCH_S)
     daemon = Daemon(config)
     await daemon.start()
     if ready:
