@@ -58,31 +58,34 @@ def check_files(value) -> list[dict]:
 
 _ANCESTORS = 64     # how far back a held map is looked for; a whole walk costs ~1 µs a file
 _SIZES = 400_000    # blob sizes remembered (about 60 MB)
+_DEPTH = 8          # overlays stacked on a map before it is made flat
 
 
 class TreeMaps:
     """path -> TreeEntry of a commit's tree, kept for the last few commits (bases repeat). A
     commit one of whose recent ancestors' map is held (a trunk move's parent, or further back
     after a batch, whose middle commits nobody asked about) gets its map from that one and the
-    subtrees that differ (tree_changes), not from a walk of its whole tree."""
+    subtrees that differ (tree_changes), not from a walk of its whole tree: a TreeOverlay on
+    that map, made flat again (one copy in C) once _DEPTH of them are stacked, so a trunk move
+    copies no dict of 100 000 paths and a lookup walks at most _DEPTH layers."""
 
     def __init__(self, size: int = 16):
-        self._maps: OrderedDict[str, dict[str, TreeEntry]] = OrderedDict()
+        self._maps: OrderedDict[str, Mapping[str, TreeEntry]] = OrderedDict()
         self._sizes: OrderedDict[str, int] = OrderedDict()      # blob id -> size (blobs never change)
         self._lock = threading.Lock()  # shared by the worker's threads
         self.size = size
 
-    def held(self, commit_id: str) -> dict[str, TreeEntry] | None:
+    def held(self, commit_id: str) -> Mapping[str, TreeEntry] | None:
         with self._lock:
             m = self._maps.get(commit_id)
             if m is not None:
                 self._maps.move_to_end(commit_id)
             return m
 
-    def get(self, repo: pygit2.Repository, commit_id: str) -> dict[str, TreeEntry]:
-        m = self.held(commit_id)
-        if m is not None:
-            return m
+    def get(self, repo: pygit2.Repository, commit_id: str) -> Mapping[str, TreeEntry]:
+        held = self.held(commit_id)
+        if held is not None:
+            return held
         commit = repo.get(commit_id)
         ancestor, before = commit, None
         for _ in range(_ANCESTORS):
@@ -92,13 +95,11 @@ class TreeMaps:
             before = self.held(str(ancestor.id))
             if before is not None:
                 break
+        m: Mapping[str, TreeEntry]
         if before is not None:
-            m = dict(before)
-            for path, entry in tree_changes(repo, ancestor.tree, commit.tree).items():
-                if entry is None:
-                    del m[path]
-                else:
-                    m[path] = entry
+            m = TreeOverlay(before, tree_changes(repo, ancestor.tree, commit.tree))
+            if m.depth > _DEPTH:
+                m = m.flat()
         else:
             m = tree_map(repo, commit.tree)
         self.put(commit_id, m)
@@ -118,7 +119,7 @@ class TreeMaps:
                     self._sizes.popitem(last=False)
         return {"path": path, "mode": mode_word(e.mode), "blob": e.oid, "size": size}
 
-    def put(self, commit_id: str, m: dict[str, TreeEntry]) -> None:
+    def put(self, commit_id: str, m: Mapping[str, TreeEntry]) -> None:
         with self._lock:
             self._maps[commit_id] = m
             self._maps.move_to_end(commit_id)
@@ -208,10 +209,26 @@ class TreeOverlay(Mapping[str, TreeEntry]):
     time of the change. A copy of the base's dict cost 2-10 ms at 100 000 files (60 ms once
     deletions left holes in it), twice an integration (preview and proposal), holding the GIL."""
 
-    __slots__ = ("base", "changes")
+    __slots__ = ("base", "changes", "depth")
 
     def __init__(self, base: Mapping[str, TreeEntry], changes: dict[str, TreeEntry | None]) -> None:
         self.base, self.changes = base, changes
+        self.depth: int = base.depth + 1 if isinstance(base, TreeOverlay) else 1
+
+    def flat(self) -> dict[str, TreeEntry]:
+        """The same map as one dict: the bottom one copied (in C), then each layer's changes."""
+        layers, m = [], self
+        while isinstance(m, TreeOverlay):
+            layers.append(m.changes)
+            m = m.base
+        out = dict(m)
+        for changes in reversed(layers):
+            for path, e in changes.items():
+                if e is None:
+                    out.pop(path, None)
+                else:
+                    out[path] = e
+        return out
 
     def get(self, path, default=None):
         changes = self.changes

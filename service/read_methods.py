@@ -121,7 +121,7 @@ async def tree(call: Call) -> list | Raw:
         held): the cost is that of the paths answered."""
         gitstore.commit_of(store, commit)
         files = maps.get(store, commit)
-        paths = sorted(files) if wanted is None else sorted(files.keys() & set(wanted))
+        paths = sorted(files) if wanted is None else sorted(p for p in set(wanted) if p in files)
         return [maps.entry(store, x, files[x]) for x in paths]
     files = await on_store(call, entries)
     if with_content:
