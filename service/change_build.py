@@ -9,6 +9,7 @@ from typing import Iterator, Mapping
 import pygit2
 
 from lonca.protocol import LoncaError
+from lonca.queue.tree_diff import file_changes
 from lonca.symbols import SymbolCache, TreeEntry, compute_facts, mode_word
 
 from .gitstore import DAEMON_SIG, commit_of, walk_tree
@@ -131,28 +132,11 @@ def tree_map(repo: pygit2.Repository, tree: pygit2.Tree) -> dict[str, TreeEntry]
     return {p: TreeEntry(str(oid), OCTAL.get(m, "100644")) for p, oid, m in walk_tree(repo, tree)}
 
 
-def tree_changes(repo: pygit2.Repository, old: pygit2.Tree | None, new: pygit2.Tree | None,
-                 prefix: str = "") -> dict[str, TreeEntry | None]:
+def tree_changes(repo: pygit2.Repository, old: pygit2.Tree | None, new: pygit2.Tree | None) -> dict[str, TreeEntry | None]:
     """path -> the new TreeEntry (None where deleted) of every file that differs between two
-    trees, descending only into subtrees whose ids differ: the cost is that of the change, not
-    of the tree."""
-    out: dict[str, TreeEntry | None] = {}
-    olds = {e.name: e for e in old} if old is not None else {}
-    news = {e.name: e for e in new} if new is not None else {}
-    for name in olds.keys() | news.keys():
-        a, b = olds.get(name), news.get(name)
-        if a is not None and b is not None and a.id == b.id and a.filemode == b.filemode:
-            continue
-        a_tree = a is not None and a.filemode == pygit2.GIT_FILEMODE_TREE
-        b_tree = b is not None and b.filemode == pygit2.GIT_FILEMODE_TREE
-        if a_tree or b_tree:
-            out.update(tree_changes(repo, repo[a.id] if a_tree else None, repo[b.id] if b_tree else None,
-                                    prefix + name + "/"))
-        if a is not None and not a_tree:
-            out[prefix + name] = None
-        if b is not None and not b_tree:
-            out[prefix + name] = TreeEntry(str(b.id), OCTAL.get(b.filemode, "100644"))
-    return out
+    trees (lonca.queue.tree_diff: the cost is that of the change, not of the tree)."""
+    return {path: None if b is None else TreeEntry(str(b.id), OCTAL.get(b.filemode, "100644"))
+            for path, _, b in file_changes(repo, old, new)}
 
 
 def commit_exists(repo: pygit2.Repository, commit_id: str) -> bool:
