@@ -149,11 +149,7 @@ def _rebuild(repo: pygit2.Repository, tree: pygit2.Tree | None, folder: str,
 # --- the full path --------------------------------------------------------------------------
 
 def _changed_paths(repo: pygit2.Repository, a: pygit2.Tree, b: pygit2.Tree) -> set[str]:
-    out = set()
-    for d in repo.diff(a, b).deltas:
-        out.add(d.old_file.path)
-        out.add(d.new_file.path)
-    return out
+    return {path for path, _, _ in file_changes(repo, a, b)}
 
 
 def _full_merge(repo: pygit2.Repository, base: pygit2.Tree, ours: pygit2.Tree,
