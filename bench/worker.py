@@ -37,12 +37,12 @@ class BenchWorker:
         if wait_until_answering(self.proc, self.socket, timeout_s):
             raise RuntimeError("the bench's worker did not start")
 
-    def client(self):
+    def client(self, timeout: float = 60.0):
         from lonca.client import Client
-        return Client(self.socket)
+        return Client(self.socket, timeout=timeout)
 
     def init_repo(self, name: str = "bench", import_from: str | None = None) -> str:
-        with self.client() as c:
+        with self.client(timeout=900) as c:     # a 100 000-file import on a loaded machine takes minutes
             p = c.call("repo.prepare_init", {"repo": name, "human": "bench", "human_key": self.key.public, "import_from": import_from})
             c.call("repo.init", {"op": p["op"], "sig": self.key.sign_op(name, p["op"])})
             self.htoken = c.call("human.login", {"sig": self.key.sign_login(None, 3_600_000), "ttl_ms": 3_600_000})["token"]

@@ -1,7 +1,7 @@
 """Three-way merges of trees in memory, with pygit2, and integration commits.
 
 Two paths give the same answer:
-- quick: the change's own edits (a libgit2 tree diff, which skips equal subtrees) touch only
+- quick: the change's own edits (tree_diff.file_changes, which skips equal subtrees) touch only
   paths trunk left as they were in the base, so they are applied to trunk's tree directly. This
   is the common case in a queue and costs a few tree writes;
 - full: libgit2's `merge_trees` (rename detection included), then every file it leaves in
@@ -25,6 +25,7 @@ from lonca.symbols.twins import first_id, is_overload_stub, one_definition
 
 from .symbol_merge import FileMerge, SymbolMerger, empty_outline, import_lines, outline
 from .textmerge import Clash, Segment, clean_bytes, has_clash, merge_lines, one_side, render
+from .tree_diff import file_changes
 
 _TEXT_MODES = (FileMode.BLOB, FileMode.BLOB_EXECUTABLE)
 
@@ -105,13 +106,11 @@ def _apply_one_side(repo: pygit2.Repository, base: pygit2.Tree, ours: pygit2.Tre
     """Trunk's tree with the change's edits applied, when trunk left every path they touch as
     the base had it; None otherwise."""
     edits: dict[str, dict[str, tuple[pygit2.Oid, int] | None]] = {}
-    for delta in repo.diff(base, theirs).deltas:
-        old, new = delta.old_file, delta.new_file
-        path = new.path if delta.status != pygit2.enums.DeltaStatus.DELETED else old.path
-        before = None if delta.status == pygit2.enums.DeltaStatus.ADDED else (old.id, old.mode)
+    for path, old, new in file_changes(repo, base, theirs):
+        before = None if old is None else (old.id, old.filemode)
         if _entry(ours, path) != before:
             return None
-        after = None if delta.status == pygit2.enums.DeltaStatus.DELETED else (new.id, new.mode)
+        after = None if new is None else (new.id, new.filemode)
         folder, _, name = path.rpartition("/")
         edits.setdefault(folder, {})[name] = after
     try:
@@ -150,11 +149,7 @@ def _rebuild(repo: pygit2.Repository, tree: pygit2.Tree | None, folder: str,
 # --- the full path --------------------------------------------------------------------------
 
 def _changed_paths(repo: pygit2.Repository, a: pygit2.Tree, b: pygit2.Tree) -> set[str]:
-    out = set()
-    for d in repo.diff(a, b).deltas:
-        out.add(d.old_file.path)
-        out.add(d.new_file.path)
-    return out
+    return {path for path, _, _ in file_changes(repo, a, b)}
 
 
 def _full_merge(repo: pygit2.Repository, base: pygit2.Tree, ours: pygit2.Tree,

@@ -4,10 +4,12 @@ import binascii
 import secrets
 import threading
 from collections import OrderedDict
+from typing import Iterator, Mapping
 
 import pygit2
 
 from lonca.protocol import LoncaError
+from lonca.queue.tree_diff import file_changes
 from lonca.symbols import SymbolCache, TreeEntry, compute_facts, mode_word
 
 from .gitstore import DAEMON_SIG, commit_of, walk_tree
@@ -52,31 +54,34 @@ def check_files(value: list[dict]) -> list[dict]:
 
 _ANCESTORS = 64     # how far back a held map is looked for; a whole walk costs ~1 µs a file
 _SIZES = 400_000    # blob sizes remembered (about 60 MB)
+_DEPTH = 8          # overlays stacked on a map before it is made flat
 
 
 class TreeMaps:
     """path -> TreeEntry of a commit's tree, kept for the last few commits (bases repeat). A
     commit one of whose recent ancestors' map is held (a trunk move's parent, or further back
     after a batch, whose middle commits nobody asked about) gets its map from that one and the
-    subtrees that differ (tree_changes), not from a walk of its whole tree."""
+    subtrees that differ (tree_changes), not from a walk of its whole tree: a TreeOverlay on
+    that map, made flat again (one copy in C) once _DEPTH of them are stacked, so a trunk move
+    copies no dict of 100 000 paths and a lookup walks at most _DEPTH layers."""
 
     def __init__(self, size: int = 16):
-        self._maps: OrderedDict[str, dict[str, TreeEntry]] = OrderedDict()
+        self._maps: OrderedDict[str, Mapping[str, TreeEntry]] = OrderedDict()
         self._sizes: OrderedDict[str, int] = OrderedDict()      # blob id -> size (blobs never change)
         self._lock = threading.Lock()  # shared by the worker's threads
         self.size = size
 
-    def held(self, commit_id: str) -> dict[str, TreeEntry] | None:
+    def held(self, commit_id: str) -> Mapping[str, TreeEntry] | None:
         with self._lock:
             m = self._maps.get(commit_id)
             if m is not None:
                 self._maps.move_to_end(commit_id)
             return m
 
-    def get(self, repo: pygit2.Repository, commit_id: str) -> dict[str, TreeEntry]:
-        m = self.held(commit_id)
-        if m is not None:
-            return m
+    def get(self, repo: pygit2.Repository, commit_id: str) -> Mapping[str, TreeEntry]:
+        held = self.held(commit_id)
+        if held is not None:
+            return held
         commit = repo.get(commit_id)
         ancestor, before = commit, None
         for _ in range(_ANCESTORS):
@@ -86,13 +91,11 @@ class TreeMaps:
             before = self.held(str(ancestor.id))
             if before is not None:
                 break
+        m: Mapping[str, TreeEntry]
         if before is not None:
-            m = dict(before)
-            for path, entry in tree_changes(repo, ancestor.tree, commit.tree).items():
-                if entry is None:
-                    del m[path]
-                else:
-                    m[path] = entry
+            m = TreeOverlay(before, tree_changes(repo, ancestor.tree, commit.tree))
+            if m.depth > _DEPTH:
+                m = m.flat()
         else:
             m = tree_map(repo, commit.tree)
         self.put(commit_id, m)
@@ -112,7 +115,7 @@ class TreeMaps:
                     self._sizes.popitem(last=False)
         return {"path": path, "mode": mode_word(e.mode), "blob": e.oid, "size": size}
 
-    def put(self, commit_id: str, m: dict[str, TreeEntry]) -> None:
+    def put(self, commit_id: str, m: Mapping[str, TreeEntry]) -> None:
         with self._lock:
             self._maps[commit_id] = m
             self._maps.move_to_end(commit_id)
@@ -124,28 +127,11 @@ def tree_map(repo: pygit2.Repository, tree: pygit2.Tree) -> dict[str, TreeEntry]
     return {p: TreeEntry(str(oid), OCTAL.get(m, "100644")) for p, oid, m in walk_tree(repo, tree)}
 
 
-def tree_changes(repo: pygit2.Repository, old: pygit2.Tree | None, new: pygit2.Tree | None,
-                 prefix: str = "") -> dict[str, TreeEntry | None]:
+def tree_changes(repo: pygit2.Repository, old: pygit2.Tree | None, new: pygit2.Tree | None) -> dict[str, TreeEntry | None]:
     """path -> the new TreeEntry (None where deleted) of every file that differs between two
-    trees, descending only into subtrees whose ids differ: the cost is that of the change, not
-    of the tree."""
-    out: dict[str, TreeEntry | None] = {}
-    olds = {e.name: e for e in old} if old is not None else {}
-    news = {e.name: e for e in new} if new is not None else {}
-    for name in olds.keys() | news.keys():
-        a, b = olds.get(name), news.get(name)
-        if a is not None and b is not None and a.id == b.id and a.filemode == b.filemode:
-            continue
-        a_tree = a is not None and a.filemode == pygit2.GIT_FILEMODE_TREE
-        b_tree = b is not None and b.filemode == pygit2.GIT_FILEMODE_TREE
-        if a_tree or b_tree:
-            out.update(tree_changes(repo, repo[a.id] if a_tree else None, repo[b.id] if b_tree else None,
-                                    prefix + name + "/"))
-        if a is not None and not a_tree:
-            out[prefix + name] = None
-        if b is not None and not b_tree:
-            out[prefix + name] = TreeEntry(str(b.id), OCTAL.get(b.filemode, "100644"))
-    return out
+    trees (lonca.queue.tree_diff: the cost is that of the change, not of the tree)."""
+    return {path: None if b is None else TreeEntry(str(b.id), OCTAL.get(b.filemode, "100644"))
+            for path, _, b in file_changes(repo, old, new)}
 
 
 def commit_exists(repo: pygit2.Repository, commit_id: str) -> bool:
@@ -157,7 +143,7 @@ def commit_exists(repo: pygit2.Repository, commit_id: str) -> bool:
 
 
 def build_commit(repo: pygit2.Repository, base: str, files: list[dict], message: str, author: str, now_ms: int,
-                 base_map: dict[str, TreeEntry], case_twins: bool = True) -> tuple[str, dict[str, TreeEntry]]:
+                 base_map: Mapping[str, TreeEntry], case_twins: bool = True) -> tuple[str, "TreeOverlay"]:
     """The commit of `files` (check_files's) on `base` (refs untouched) and the new tree's path
     map, read back from the tree written: what facts, leases and scope are decided on is what
     the commit holds, never the paths the request named. `case_twins`: whether a new name may
@@ -191,16 +177,61 @@ def file_mode(f: dict, old: TreeEntry | None) -> int:
 
 
 def built_map(repo: pygit2.Repository, base_tree: pygit2.Tree, tree: pygit2.Tree,
-              base_map: dict[str, TreeEntry]) -> dict[str, TreeEntry]:
+              base_map: Mapping[str, TreeEntry]) -> "TreeOverlay":
     """`base_map` with what differs between the two trees (blob, mode or type: tree_changes), so
     every path is seen as it was written, whatever the request named."""
-    new_map = dict(base_map)
-    for path, entry in tree_changes(repo, base_tree, tree).items():
-        if entry is None:
-            new_map.pop(path, None)
-        else:
-            new_map[path] = entry
-    return new_map
+    return TreeOverlay(base_map, tree_changes(repo, base_tree, tree))
+
+
+class TreeOverlay(Mapping[str, TreeEntry]):
+    """A tree's map as its base's and the paths that differ (None where deleted): made in the
+    time of the change. A copy of the base's dict cost 2-10 ms at 100 000 files (60 ms once
+    deletions left holes in it), twice an integration (preview and proposal), holding the GIL."""
+
+    __slots__ = ("base", "changes", "depth")
+
+    def __init__(self, base: Mapping[str, TreeEntry], changes: dict[str, TreeEntry | None]) -> None:
+        self.base, self.changes = base, changes
+        self.depth: int = base.depth + 1 if isinstance(base, TreeOverlay) else 1
+
+    def flat(self) -> dict[str, TreeEntry]:
+        """The same map as one dict: the bottom one copied (in C), then each layer's changes."""
+        layers, m = [], self
+        while isinstance(m, TreeOverlay):
+            layers.append(m.changes)
+            m = m.base
+        out = dict(m)
+        for changes in reversed(layers):
+            for path, e in changes.items():
+                if e is None:
+                    out.pop(path, None)
+                else:
+                    out[path] = e
+        return out
+
+    def get(self, path, default=None):
+        changes = self.changes
+        if path in changes:
+            e = changes[path]
+            return default if e is None else e
+        return self.base.get(path, default)
+
+    def __getitem__(self, path: str) -> TreeEntry:
+        e = self.get(path)
+        if e is None:
+            raise KeyError(path)
+        return e
+
+    def __contains__(self, path: object) -> bool:
+        return self.get(path) is not None
+
+    def __iter__(self) -> Iterator[str]:
+        changes = self.changes
+        yield from (p for p in self.base if changes.get(p, p) is not None)
+        yield from (p for p, e in changes.items() if e is not None and p not in self.base)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
 
 
 def _write_tree(repo: pygit2.Repository, tree: pygit2.Tree | None, edits: dict, prefix: str) -> pygit2.Oid | None:

@@ -17,6 +17,7 @@ from .log import LogWriter
 from .ratelimit import RateLimiter
 from .state import State
 from .symbol_warmer import SymbolWarmer
+from .tree_manifest import Manifests
 
 if TYPE_CHECKING:
     from .event_methods import Told
@@ -32,6 +33,7 @@ class Context:
     store: Callable[[str], pygit2.Repository]       # the calling thread's handle on a repository's store
     policy_text: Callable[[str, str], str | None]   # lonca.toml of a commit (repo, commit)
     tree_maps: TreeMaps
+    manifests: Manifests                            # `tree`'s whole answers, rendered once a commit
     symbols: SymbolCache
     warmer: SymbolWarmer
     tokens: Tokens                                  # the live tokens (replaced in place by a replay)

@@ -4,6 +4,7 @@ import json
 import logging
 import os
 import signal
+import sys
 import threading
 import time
 
@@ -34,13 +35,15 @@ from .server import Peer, SocketServer
 from .state import State
 from .symbol_store import SqliteTables
 from .symbol_warmer import SymbolWarmer
+from .tree_manifest import Manifests
 from .store import CheckpointRow, LogRow, NonceRow, TokenRow, open_engine, repos_in_log
 from .store_packer import StorePacker
 from .supervision import WorkerStops, supervise
 
 log = logging.getLogger("lonca.daemon")
 REPLAY_PAGE = 5000
-STOP_S = 10.0  # a graceful stop is bounded: what is still running after this is abandoned
+STOP_S = 10.0
+SWITCH_S = 0.001  # a graceful stop is bounded: what is still running after this is abandoned
 
 
 class Daemon:
@@ -52,6 +55,7 @@ class Daemon:
         self._stores = threading.local()  # a pygit2 Repository is not safe to share between threads
         self._policies: dict[tuple[str, str], Policy] = {}
         self.tree_maps = TreeMaps()
+        self.manifests = Manifests(self.tree_maps)
         self.symbols = SymbolCache()
         self.warmer = SymbolWarmer(self.symbols, self.store, self.tree_maps)
         self.packer = StorePacker(config.store_path)
@@ -108,7 +112,8 @@ class Daemon:
         self.log.durable_next = {name: rs.next_seq for name, rs in self.state.repos.items()}
         self.log.start(self._fatal)
         self.ctx = Context(config=self.config, state=self.state, log=self.log, now_ms=self.now_ms, store=self.store,
-                           policy_text=self.policy_text, tree_maps=self.tree_maps, symbols=self.symbols,
+                           policy_text=self.policy_text, tree_maps=self.tree_maps,
+                           manifests=self.manifests, symbols=self.symbols,
                            warmer=self.warmer, tokens=self.tokens, rate=self.rate, refused=self.server.refused,
                            told=self.told, verifying=self.verifying, queue_wake=self.queue_wake, engine=self.engine,
                            db_write=self.db_write, db_get=self.db_get, keys=self.keys,
@@ -365,6 +370,10 @@ class Daemon:
 
 async def serve(config: Config, ready=None) -> None:
     """Until SIGINT or SIGTERM, or a background task fails (then `internal`: a non-zero exit)."""
+    # The loop gives the GIL away at every socket read and write and every wait; while a thread
+    # runs Python (facts, merges, a warm) each take back costs up to the switch interval, 5 ms by
+    # default, many times a request (docs/decisions.md, "The worker's threads and the GIL").
+    sys.setswitchinterval(SWITCH_S)
     daemon = Daemon(config)
     await daemon.start()
     if ready:

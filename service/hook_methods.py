@@ -27,7 +27,7 @@ from lonca.symbols import TreeEntry, compute_facts
 
 from . import scope as scopes
 from . import security_methods
-from .change_build import check_files, commit_exists
+from .change_build import TreeOverlay, check_files, commit_exists
 from .change_methods import facts_json, lease_standing, needed
 from .lease_methods import advice
 from .lease_model import FILE
@@ -255,33 +255,10 @@ def _step_facts(symbols, base_map: Mapping[str, TreeEntry], held: dict, effects:
         oid = str(pygit2.hash(data))
         blobs[oid] = data
         return TreeEntry(oid, mode)
-    before_map = _Overlay(base_map, {rel: entry(rel, held.get(rel)) for rel in effects})
-    after_map = _Overlay(base_map, {rel: entry(rel, after) for rel, after in effects.items()})
+    before_map = TreeOverlay(base_map, {rel: entry(rel, held.get(rel)) for rel in effects})
+    after_map = TreeOverlay(base_map, {rel: entry(rel, after) for rel, after in effects.items()})
     facts = compute_facts(before_map, after_map, blobs.__getitem__, symbols, paths=list(effects), affected=False)
     return facts_json(facts), facts.containers, facts.nesting
-
-
-class _Overlay(Mapping):
-    """A tree map with some paths' entries replaced, or taken out (None), without copying the map
-    (a team's tree holds 100 000 paths)."""
-
-    def __init__(self, base: Mapping[str, TreeEntry], changed: dict[str, TreeEntry | None]):
-        self.base, self.changed = base, changed
-
-    def __getitem__(self, key: str) -> TreeEntry:
-        if key not in self.changed:
-            return self.base[key]
-        found = self.changed[key]
-        if found is None:
-            raise KeyError(key)
-        return found
-
-    def __iter__(self):
-        yield from (k for k in self.base if k not in self.changed)
-        yield from (k for k, e in self.changed.items() if e is not None)
-
-    def __len__(self) -> int:
-        return sum(1 for _ in self)
 
 
 def _observation(call: Call, rs: RepoState, tool: str, rels: list[str], refused: list[str] | None,

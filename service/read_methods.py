@@ -11,6 +11,7 @@ from . import gitstore
 from .log import entry_json
 from .methods import Call, method
 from .store import read_log
+from .wire_json import Raw
 
 T = TypeVar("T")
 
@@ -109,18 +110,23 @@ async def on_store(call: Call, fn: Callable[..., T], *args) -> T:
 
 
 @method("tree", "read")
-async def tree(call: Call) -> list:
+async def tree(call: Call) -> list | Raw:
     p = call.params
     call.repo_state()  # an unknown repository is not_found before anything else
     commit, with_content, wanted = p["commit"], p.get("with_content", False), p.get("paths")
-    maps = call.ctx.tree_maps
+    maps, manifests = call.ctx.tree_maps, call.ctx.manifests
+    if wanted is None and not with_content:     # the manifest: rendered once a commit (tree_manifest)
+        def whole(store: pygit2.Repository) -> Raw:
+            gitstore.commit_of(store, commit)
+            return manifests.whole(store, commit)
+        return await on_store(call, whole)
 
     def entries(store: pygit2.Repository) -> list[dict]:
         """From the worker's map of the commit's tree (made from its parent's when that is
         held): the cost is that of the paths answered."""
         gitstore.commit_of(store, commit)
         files = maps.get(store, commit)
-        paths = sorted(files) if wanted is None else sorted(files.keys() & set(wanted))
+        paths = sorted(files) if wanted is None else sorted(p for p in set(wanted) if p in files)
         return [maps.entry(store, x, files[x]) for x in paths]
     files = await on_store(call, entries)
     if with_content:

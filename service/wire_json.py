@@ -140,12 +140,24 @@ def decode_request(line: bytes) -> dict:
     return req
 
 
-def dumps(response: dict) -> bytes:
-    """An answer line. A lone surrogate that reached an answer (a name read from git, say) becomes
-    U+FFFD rather than failing the encoder and losing the connection."""
-    text = json.dumps(response, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+class Raw(bytes):
+    """A result already encoded as JSON (by utf8): written into the answer line as it is. For
+    answers worth rendering once and sending many times (tree_manifest)."""
+
+
+def utf8(text: str) -> bytes:
+    """A lone surrogate that reached an answer (a name read from git, say) becomes U+FFFD rather
+    than failing the encoder and losing the connection."""
     try:
-        data = text.encode()
+        return text.encode()
     except UnicodeEncodeError:
-        data = _SURROGATE.sub("\ufffd", text).encode()
-    return data + b"\n"
+        return _SURROGATE.sub("\ufffd", text).encode()
+
+
+def dumps(response: dict) -> bytes:
+    """An answer line."""
+    result = response.get("result")
+    if isinstance(result, Raw):
+        head = {k: v for k, v in response.items() if k != "result"}
+        return utf8(json.dumps(head, ensure_ascii=False, separators=(",", ":"))[:-1]) + b',"result":' + result + b"}\n"
+    return utf8(json.dumps(response, ensure_ascii=False, separators=(",", ":"), allow_nan=False)) + b"\n"

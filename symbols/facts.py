@@ -37,8 +37,8 @@ from typing import Callable, Iterable, Mapping, NamedTuple
 
 from .cache import SymbolCache
 from .languages import SECTION_LANGUAGES
-from .mentions import NOT_NAMES, NameIndex, mentioned
-from .table import APPEND, FileSymbols, Symbol, cut, normalize, whole_file
+from .mentions import NameIndex, mentioned
+from .table import APPEND, NOT_NAMES, FileSymbols, Symbol, cut, normalize, whole_file
 from .textdiff import changed_rows
 from .trees import TreeEntry, mode_word
 

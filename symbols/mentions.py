@@ -14,12 +14,9 @@ from typing import Callable, Iterator, Mapping
 
 from .cache import SymbolCache
 from .languages import SECTION_LANGUAGES
-from .sections import SECTION_KINDS
 from .table import DEF, FileSymbols, Symbol
 from .trees import has_text
 
-# kinds whose names are never looked for: they are not called or referred to by name
-NOT_NAMES = frozenset({"file", "def", "impl"}) | SECTION_KINDS
 _IDENT_CLASS = rb"[A-Za-z0-9_$\x80-\xff]"
 _TOKEN = re.compile(_IDENT_CLASS + rb"+")     # a maximal run of identifier bytes
 _CHUNK = 512    # files whose held or stored tables base_tables asks for at once
@@ -82,7 +79,8 @@ def mentioned(names: set[str], base: Mapping, cache: SymbolCache, load: Callable
 class NameIndex:
     """Which files of one base hold each name of the base's vocabulary (the names its own
     symbols define): `files` path -> (oid, table) of the files names can be in (base_tables),
-    `names` name -> (how many of those files define it, the paths whose text holds it). The
+    `names` name -> (how many of those files define it, a tuple of the paths whose text holds
+    it: no set of 300 000 names to hash again at a restart). The
     next base's index is made from this one and the paths that changed (warm_base): the two
     dicts are copied (in C, a few ms at 100 000 files), a holder set only when it changes, so
     the index of an older base stays as it was for the proposals still made against it."""
@@ -90,7 +88,7 @@ class NameIndex:
     __slots__ = ("files", "names")
 
     def __init__(self, files: dict[str, tuple[str, FileSymbols]] | None = None,
-                 names: dict[str, tuple[int, frozenset[str]]] | None = None) -> None:
+                 names: dict[str, tuple[int, tuple[str, ...]]] | None = None) -> None:
         self.files = files if files is not None else {}
         self.names = names if names is not None else {}
 
@@ -138,7 +136,7 @@ def warm_base(base: Mapping, cache: SymbolCache, load: Callable[[str], bytes],
         old = before.files.get(path)
         if old is not None:
             held_before[path] = {name for name in old[1].names if name in before.names}
-            for name in _defines(old[1]):
+            for name in old[1].defines:
                 counts[name] = count(name) - 1
     texts = {p: e for p, e in base.items() if e is not None}
     new_tables = []
@@ -146,7 +144,7 @@ def warm_base(base: Mapping, cache: SymbolCache, load: Callable[[str], bytes],
         if n % 64 == 0 and stop():
             return None
         new_tables.append((oid, table))
-        for name in _defines(table):
+        for name in table.defines:
             counts[name] = count(name) + 1
     now = {t.path for _, t in new_tables}
     for path in base:       # assigned in place where a path stays: a dict with holes copies slower
@@ -190,9 +188,9 @@ def warm_base(base: Mapping, cache: SymbolCache, load: Callable[[str], bytes],
         if not n:
             names.pop(name, None)
         elif name in holders:
-            names[name] = (n, frozenset(holders[name]))
+            names[name] = (n, tuple(holders[name]))
         else:
-            names[name] = (n, names[name][1] if name in names else frozenset())
+            names[name] = (n, names[name][1] if name in names else ())
     index = NameIndex(files, names)
     if key is not None:
         cache.keep_base_index(key, index)
@@ -210,7 +208,7 @@ def _whole(base: Mapping, cache: SymbolCache, load: Callable[[str], bytes],
         tables.append((oid, table))
     counts: dict[str, int] = {}
     for _, table in tables:
-        for name in _defines(table):
+        for name in table.defines:
             counts[name] = counts.get(name, 0) + 1
     vocabulary = set(counts)
     held_by: dict[str, list[str]] = {}
@@ -222,17 +220,12 @@ def _whole(base: Mapping, cache: SymbolCache, load: Callable[[str], bytes],
         for name in held:
             held_by.setdefault(name, []).append(table.path)
     return NameIndex({t.path: (oid, t) for oid, t in tables},
-                     {name: (n, frozenset(held_by.get(name, ()))) for name, n in counts.items()})
-
-
-def _defines(table: FileSymbols) -> set[str]:
-    """The names of the vocabulary that `table`'s symbols define."""
-    return {s.name for s in table.symbols if s.kind not in NOT_NAMES}
+                     {name: (n, tuple(held_by.get(name, ()))) for name, n in counts.items()})
 
 
 def _answer(cache: SymbolCache, oid: str, table: FileSymbols, names: set[str],
             load: Callable[[str], bytes]) -> None:
-    wanted = {n for n in names if n not in table.mentions}
+    wanted = names - table.mentions.keys()      # in C: a restart asks this of 100 000 tables
     if wanted:
         _warm(table, load(oid), wanted)
         cache.answered(table, oid)

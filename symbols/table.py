@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
 from typing import Sequence
 
@@ -35,6 +35,8 @@ FILE = "<file>"
 DEF = "<def>"
 APPEND = "<append>"    # the facts' addition at the end of a section
 MAX_SYNTAX_ERRORS = 5
+# kinds whose names are never looked for: they are not called or referred to by name
+NOT_NAMES = frozenset({"file", "def", "impl"}) | SECTION_KINDS
 _IDENT = re.compile(r"[A-Za-z_$\x80-\U0010ffff][A-Za-z0-9_$\x80-\U0010ffff]*")
 
 
@@ -80,10 +82,21 @@ class FileSymbols:
     import_rows: tuple[tuple[int, int], ...] = ()  # 0-based row ranges of import statements
     line_count: int = 0
     wraps: tuple[tuple[int, int, int, int], ...] = ()   # outline.Outline.wraps
-    by_id: dict[str, Symbol] = field(init=False, repr=False, compare=False)
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "by_id", {s.id: s for s in self.symbols})
+    @property
+    def symbol_count(self) -> int:
+        return len(self.symbols)
+
+    @cached_property
+    def defines(self) -> frozenset[str]:
+        """The names its symbols define that a change can be asked about (mentions.warm_base's
+        vocabulary)."""
+        return frozenset(s.name for s in self.symbols if s.kind not in NOT_NAMES)
+
+    @cached_property
+    def by_id(self) -> dict[str, Symbol]:
+        """Made when the facts first ask: a restart reads 100 000 tables back and asks few."""
+        return {s.id: s for s in self.symbols}
 
     @property
     def file_id(self) -> str:

@@ -76,3 +76,36 @@ def test_tree_maps_made_from_an_ancestor_are_the_walked_ones(tmp_path):
         assert {p for p, e in changes.items() if e is not None} <= set(walked)
         if step % 5 == 0:       # the commits between were never asked about
             assert maps.get(repo, commit) == walked
+
+
+def test_whole_tree_answers_rendered_from_an_ancestor_are_the_listed_ones(tmp_path):
+    """The manifest kept as JSON (tree_manifest), made from an ancestor's: the same as the entries
+    listed from the commit itself, as the wire encodes them, with paths JSON must escape."""
+    import json
+    import random
+
+    from lonca.service import gitstore
+    from lonca.service.change_build import TreeMaps
+    from lonca.service.tree_manifest import Manifests
+    from lonca.service.wire_json import dumps
+    repo = pygit2.init_repository(str(tmp_path / "s.git"), bare=True)
+    sig = pygit2.Signature("a", "b", 0, 0)
+    rnd = random.Random(3)
+    index = pygit2.Index()
+    commit = str(repo.create_commit(None, sig, sig, "m", index.write_tree(repo), []))
+    manifests = Manifests(TreeMaps())
+    names = ["a", "b", 'q"uote', "back\\slash", "é", "t\tab", "Z"]
+    for step in range(80):
+        for _ in range(3):
+            path = "/".join(rnd.choice(names) for _ in range(rnd.randrange(1, 4)))
+            if rnd.random() < 0.3 and len(index):
+                index.remove(rnd.choice([e.path for e in index]))
+            else:
+                mode = rnd.choice([pygit2.GIT_FILEMODE_BLOB, pygit2.GIT_FILEMODE_BLOB_EXECUTABLE])
+                index.add(pygit2.IndexEntry(path, repo.create_blob(str(rnd.random()).encode() * rnd.randrange(5)), mode))
+        commit = str(repo.create_commit(None, sig, sig, "m", index.write_tree(repo), [pygit2.Oid(hex=commit)]))
+        if step % 3 == 0:       # the commits between were never asked about
+            listed = [{**f, "content_b64": None} for f in gitstore.list_tree(repo, commit)]
+            answer = dumps({"id": 7, "ok": True, "result": manifests.whole(repo, commit)})
+            assert json.loads(answer) == {"id": 7, "ok": True, "result": listed}
+            assert answer == dumps({"id": 7, "ok": True, "result": listed})

@@ -48,6 +48,9 @@ def test_a_table_round_trips_and_another_engine_is_not_read(tmp_path) -> None:
     for path, entry in base.items():
         table = cache.table(path, entry.oid, lambda: b"")
         back = decode(encode(table))
+        # what a warm reads of a table read back comes without making its Symbols
+        assert back.defines == table.defines and back.symbol_count == table.symbol_count
+        assert table_bytes(back) == table_bytes(table) and "_symbols" not in back.__dict__
         assert back == table and back.mentions == table.mentions and back.by_id.keys() == table.by_id.keys()
     row = list(pickle.loads(encode(table)))
     row[1] = SYMBOLS_ENGINE + 1
@@ -110,3 +113,31 @@ def test_a_first_warm_made_in_a_process_of_its_own_is_the_same(tmp_path, monkeyp
         assert {n: set(m) for n, m in got.files[path][1].mentions.items()} == \
             {n: set(m) for n, m in table.mentions.items()}
     tables.close()
+
+
+def test_a_warm_from_scratch_knows_when_the_tables_on_disk_hold_the_tree(tmp_path) -> None:
+    """A restart's warm reads the tables back itself instead of having a process of its own
+    read them too (symbol_warmer._on_disk), and only then."""
+    import pygit2
+
+    from lonca.service.change_build import TreeMaps, tree_map
+    from lonca.service.symbol_warmer import SymbolWarmer
+    repo = pygit2.init_repository(str(tmp_path / "s.git"), bare=True)
+    index = pygit2.Index()
+    for n, p in enumerate(STDLIB[:12]):
+        index.add(pygit2.IndexEntry(f"pkg/m{n}.py", repo.create_blob(p.read_bytes()), pygit2.GIT_FILEMODE_BLOB))
+    files = tree_map(repo, repo[index.write_tree(repo)])
+    store = SqliteTables(tmp_path / "symbols.db")
+    cache = SymbolCache(store=store)
+    warmer = SymbolWarmer(cache, lambda name: repo, TreeMaps())
+    try:
+        assert not warmer._on_disk(files)
+        warm_base(files, cache, lambda oid: repo[oid].data)
+        assert warmer._on_disk(files)
+        store.close(timeout_s=30)
+        again = SqliteTables(tmp_path / "symbols.db")      # a restart
+        assert SymbolWarmer(SymbolCache(store=again), lambda name: repo, TreeMaps())._on_disk(files)
+        again.close()
+    finally:
+        warmer.close()
+        store.close()

@@ -8,7 +8,8 @@ import sysconfig
 from symtrees import Blobs
 
 from lonca.symbols import SymbolCache, compute_facts, warm_base
-from lonca.symbols.mentions import NOT_NAMES, base_tables, mentioning
+from lonca.symbols.mentions import base_tables, mentioning
+from lonca.symbols.table import NOT_NAMES
 
 STDLIB = sorted(pathlib.Path(sysconfig.get_paths()["stdlib"]).glob("*.py"))[:120]
 

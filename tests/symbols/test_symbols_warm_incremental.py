@@ -9,7 +9,8 @@ import random
 from symtrees import Blobs
 
 from lonca.symbols import SymbolCache, TreeEntry, warm_base
-from lonca.symbols.mentions import NOT_NAMES, NameIndex, base_tables, mentioning
+from lonca.symbols.mentions import NameIndex, base_tables, mentioning
+from lonca.symbols.table import NOT_NAMES
 
 
 def module(i: int, rnd: random.Random) -> bytes:
