@@ -34,6 +34,7 @@ class BenchWorker:
         if profile is not None:
             self.command = ["-m", "bench.profiled_worker"]
             self.env["LONCA_BENCH_PROFILE_OUT"] = str(profile)
+            self.env["LONCA_BENCH_CPROFILE"] = os.environ.get("LONCA_BENCH_CPROFILE", "")
         self.start()
         self.key = humankeys.create_key("bench")
 

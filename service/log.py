@@ -252,12 +252,16 @@ class LogWriter:
         }
         text = canonical(entry)
         hash_hex = sha256_hex(text)
-        sig = self.key.sign(bytes.fromhex(hash_hex)).hex()
         self.state.apply(repo, entry, hash_hex)
         self._applied += 1
-        return {"repo": repo, "seq": seq, "entry": text.decode(), "hash": hash_hex, "sig": sig}, entry
+        return {"repo": repo, "seq": seq, "entry": text.decode(), "hash": hash_hex}, entry
 
     def _commit(self, entries: list[dict], rows: list[SQLModel]) -> None:
+        """On the database thread. Each entry is signed here, not as it is decided: signing
+        releases the GIL, so it runs beside the event loop instead of on it (it was the loop's
+        largest cost a write, bench leases), and nothing reads a signature before the commit."""
+        for e in entries:
+            e["sig"] = self.key.sign(bytes.fromhex(e["hash"])).hex()
         with Session(self.engine) as s:
             s.execute(insert(LogRow), entries)  # one executemany: ORM objects per entry cost more than the commit
             for row in rows:
