@@ -38,6 +38,13 @@ _DEEP_PREFIX = {
 _DEEP = {lang: tuple(re.compile(start + prefix) for start in (b"", b"\n", b"\r"))
          for lang, prefix in _DEEP_PREFIX.items()}
 
+# Kotlin's scanner keeps a byte for each string open and abort()s at 1 024 of them
+# (tree-sitter-kotlin scanner.c, stack_push). A string opens inside another only in a `${…}`, so a
+# file with fewer `${` than that can not get there; one with more may well be fine (a thousand
+# templates one after the other), so it is not refused: it is read in a process of its own
+# (table.parsed_table), where an abort costs that process only.
+_CRASH_SUSPECTS = {"kotlin": (b"${", 1000)}
+
 _local = threading.local()
 
 
@@ -129,6 +136,12 @@ def _common(a: bytes, b: bytes, limit: int, step: int) -> int:
 def point(data: bytes, offset: int) -> tuple[int, int]:
     """(row, byte column) of `offset`, as tree-sitter counts them."""
     return data.count(b"\n", 0, offset), offset - data.rfind(b"\n", 0, offset) - 1
+
+
+def may_crash(data: bytes, language: str | None) -> bool:
+    """Whether `language`'s grammar might kill the process reading `data` (_CRASH_SUSPECTS)."""
+    suspect = _CRASH_SUSPECTS.get(language or "")
+    return suspect is not None and data.count(suspect[0]) >= suspect[1]
 
 
 def text_problem(data: bytes, language: str | None = None) -> str | None:
