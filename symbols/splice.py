@@ -28,7 +28,7 @@ from tree_sitter import Range
 
 from .languages import LANGS, SECTION_LANGUAGES
 from .outline import outline
-from .parsing import edit_span, may_crash, parse_bounded, point, text_problem
+from .parsing import edit_span, parse_bounded, point, text_problem
 from .table import (FileSymbols, Symbol, body_digest, count_lines, emit, file_symbol,
                     identifiers, own_digest)
 
@@ -39,8 +39,8 @@ def spliced_table(path: str, old: FileSymbols, old_data: bytes,
                   new_data: bytes) -> FileSymbols | None:
     """The table of `new_data` at `path`, or None when only a whole parse can tell."""
     if old.status != "parsed" or old.language in SECTION_LANGUAGES or old.path != path \
-            or text_problem(new_data, old.language) is not None or may_crash(new_data, old.language):
-        return None     # a parse of part of it could crash as well as a whole one
+            or text_problem(new_data, old.language) is not None:
+        return None
     nest = _Nest.of(old)
     if nest is None:
         return None

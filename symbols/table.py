@@ -18,10 +18,7 @@ Hashes are blake2b-128, lowercase hex:
 from __future__ import annotations
 
 import hashlib
-import pickle
 import re
-import subprocess
-import sys
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Sequence
@@ -30,7 +27,7 @@ from tree_sitter import Node, Tree
 
 from .languages import LANGS, SECTION_LANGUAGES, language_of
 from .outline import FUNCTION_KINDS, Outline, Raw, outline, own_ranges, spans_of
-from .parsing import may_crash, parse_bounded, text_problem, time_limit
+from .parsing import parse_bounded, text_problem
 from .sections import SECTION_KINDS, section_outline
 
 SYMBOLS_ENGINE = 18
@@ -137,13 +134,6 @@ def parsed_table(path: str, data: bytes, timeout_s: float | None = None,
         return whole_file(path, None, "unparsed", data, []), None
     if problem is not None:
         return whole_file(path, language, "unread", data, [f"{path}: {problem}"]), None
-    if may_crash(data, language):
-        return _read_elsewhere(path, language, data, timeout_s), None
-    return _read_here(path, language, data, timeout_s, old)
-
-
-def _read_here(path: str, language: str, data: bytes, timeout_s: float | None,
-               old: Tree | None) -> tuple[FileSymbols, Tree | None]:
     tree = parse_bounded(language, data, timeout_s, old)
     if tree is None:
         return whole_file(path, language, "unread", data, [f"{path}: parse timed out"]), None
@@ -161,32 +151,6 @@ def _read_here(path: str, language: str, data: bytes, timeout_s: float | None,
     symbols.append(file_symbol(path, data, root.end_point.row, spans_of(_flatten(found.raws))))
     return FileSymbols(path, language, "parsed", symbols, [], identifiers(data),
                        tuple(found.imports), count_lines(data), tuple(sorted(found.wraps))), tree
-
-
-CHILD_START_S = 30.0     # a child's imports, on a loaded machine, before its own parse limit
-
-
-def _read_elsewhere(path: str, language: str, data: bytes, timeout_s: float | None) -> FileSymbols:
-    """The table of a file its grammar might crash on (parsing.may_crash), read by a child
-    process: when the grammar kills it, the file is "unread" and this process lives on."""
-    limit = time_limit(len(data)) if timeout_s is None else timeout_s
-    code = "import sys; from lonca.symbols.table import read_stdin; read_stdin(sys.argv[1], float(sys.argv[2]))"
-    try:
-        run = subprocess.run([sys.executable, "-c", code, path, str(limit)], input=data, capture_output=True,
-                             timeout=limit + CHILD_START_S)
-    except subprocess.TimeoutExpired:
-        return whole_file(path, language, "unread", data, [f"{path}: parse timed out"])
-    if run.returncode == 0:
-        return pickle.loads(run.stdout)     # our own child's answer, of this same code
-    return whole_file(path, language, "unread", data,
-                      [f"{path}: nested too deep for the {language} grammar (it stopped the process reading it)"])
-
-
-def read_stdin(path: str, timeout_s: float) -> None:
-    """In the child of _read_elsewhere: the table of stdin's bytes, pickled to stdout."""
-    data = sys.stdin.buffer.read()
-    table, _ = _read_here(path, language_of(path) or "", data, timeout_s, None)
-    sys.stdout.buffer.write(pickle.dumps(table, protocol=5))
 
 
 def file_symbol(path: str, data: bytes, end_row: int, spans: list[tuple[int, int]]) -> Symbol:

@@ -266,7 +266,7 @@ CRASHERS = {
     "lists_cr.md": "b''.join(b'  ' * i + b'- x\\r' for i in range(300))",
     "block_cr.yaml": "b''.join(b'  ' * i + b'k%d:\\r' % i for i in range(300))",
     "deep.py": "b''.join(b' ' * i + b'if 1:\\n' for i in range(600)) + b' ' * 600 + b\"'a'\"",
-    # Kotlin's scanner aborts past 1 024 strings open: read in a child, which dies instead
+    # Kotlin's scanner aborts past 1 024 strings open
     "templates.kt": "b'val x = ' + b'\"${' * 1100 + b'1' + b'}\"' * 1100 + b'\\n'",
 }
 NEAR = {     # as deep as a grammar reads safely: still parsed
