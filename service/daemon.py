@@ -74,6 +74,7 @@ class Daemon:
 
     async def start(self) -> None:
         started = time.time()
+        heap.tune()
         url = self.config.database_url
         sqlite_file = db.sqlite_file(url)
         self._prepare_home(sqlite_file)
