@@ -45,8 +45,9 @@ def _stop(*_) -> None:
         _profile.dump_stats(out + ".prof")
     pauses = {str(g): {"count": len(ms), "total_ms": round(sum(ms), 1), "longest_ms": round(max(ms), 1)}
               for g in (0, 1, 2) if (ms := [p for gen, p in _pauses if gen == g])}
-    with open(out, "w") as f:
+    with open(out + ".tmp", "w") as f:
         json.dump({"process_cpu_s": process_s, "loop_cpu_s": loop_s, "gc": pauses}, f)
+    os.replace(out + ".tmp", out)   # whole when the bench sees it
 
 
 if __name__ == "__main__":

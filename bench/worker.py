@@ -22,7 +22,7 @@ from lonca.protocol import session_start_op
 class BenchWorker:
     def __init__(self, extra_env: dict | None = None, output: Path | None = None, profile: Path | None = None):
         """`output`: a file for the worker's stdout and stderr (its log), else nowhere. `profile`:
-        where the worker writes the cProfile stats of what runs between profiling() and its end
+        where the worker writes its figures of what runs inside `profiling()`
         (bench/profiled_worker.py)."""
         self.tmp = Path(tempfile.mkdtemp(prefix="lonca-bench-"))
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("LONCA_")}
@@ -31,6 +31,7 @@ class BenchWorker:
         self.socket = self.tmp / "home" / "lonca.sock"
         self.output = output
         self.command = ["-m", "lonca", "daemon"]
+        self.profile = profile
         if profile is not None:
             self.command = ["-m", "bench.profiled_worker"]
             self.env["LONCA_BENCH_PROFILE_OUT"] = str(profile)
@@ -48,17 +49,20 @@ class BenchWorker:
 
     @contextlib.contextmanager
     def profiling(self):
-        """The worker's event loop profiled for the block (a worker made with `profile`); the
-        stats are written when it ends."""
-        if self.command[1] != "bench.profiled_worker":
+        """The worker measured over the block (a worker made with `profile`); its figures are
+        in that file when the block ends."""
+        if self.profile is None:
             yield
             return
+        self.profile.unlink(missing_ok=True)
         self.proc.send_signal(signal.SIGUSR1)
         try:
             yield
         finally:
             self.proc.send_signal(signal.SIGUSR2)
-            time.sleep(1.0)     # the worker writes its figures between two requests
+            deadline = time.monotonic() + 30
+            while not self.profile.exists() and time.monotonic() < deadline:
+                time.sleep(0.05)
 
     def client(self):
         from lonca.client import Client
