@@ -2,6 +2,8 @@
 2 000-file repository, beside the same run's single-row durable SQLite commit rate; and the same
 load with 100 000 unrelated items held against 1 000 held (the conflict check is indexed by path)."""
 import asyncio
+import json
+import os
 import subprocess
 import tempfile
 from pathlib import Path
@@ -42,7 +44,11 @@ def hold_unrelated(w: BenchWorker, count: int) -> None:
 
 
 def run_load(held: int, src: Path) -> tuple[float, list[float]]:
-    w = BenchWorker()
+    """`LONCA_BENCH_PROFILE=<folder>`: the worker is measured while the load runs, into
+    <folder>/leases-<held>.json (bench/profiled_worker.py), and its CPU per request printed."""
+    folder = os.environ.get("LONCA_BENCH_PROFILE")
+    out = Path(folder) / f"leases-{held}.json" if folder else None
+    w = BenchWorker(profile=out)
     try:
         w.init_repo("bench", import_from=str(src))
         w.policy("[sessions]\nops_per_minute = 10000000\n")  # a benchmark, not an agent: no rate limit
@@ -57,7 +63,12 @@ def run_load(held: int, src: Path) -> tuple[float, list[float]]:
                 {"id": 2, "method": "lease.renew", "token": t, "params": {"set": s, "ttl_ms": 600_000}},
                 {"id": 3, "method": "lease.release", "token": t, "params": {"set": s}},
             ])
-        n, lat = asyncio.run(drive(w.socket, reqs, DURATION))
+        with w.profiling():
+            n, lat = asyncio.run(drive(w.socket, reqs, DURATION))
+        if out:
+            cpu = json.loads(out.read_text())
+            print(f"{held} held: {n} requests; worker CPU {cpu['process_cpu_s'] / n * 1e6:.0f} us a request, "
+                  f"its event loop {cpu['loop_cpu_s'] / n * 1e6:.0f} us; collections {cpu['gc']}", flush=True)
         return n / DURATION, lat
     finally:
         w.stop()

@@ -1,9 +1,11 @@
 """A real worker for benchmarks: a temporary LONCA_HOME, a repository, a logged-in human, and
 asyncio connections to drive load."""
 import asyncio
+import contextlib
 import json
 import os
 import secrets
+import signal
 import sqlite3
 import statistics
 import subprocess
@@ -18,24 +20,49 @@ from lonca.protocol import session_start_op
 
 
 class BenchWorker:
-    def __init__(self, extra_env: dict | None = None, output: Path | None = None):
-        """`output`: a file for the worker's stdout and stderr (its log), else nowhere."""
+    def __init__(self, extra_env: dict | None = None, output: Path | None = None, profile: Path | None = None):
+        """`output`: a file for the worker's stdout and stderr (its log), else nowhere. `profile`:
+        where the worker writes its figures of what runs inside `profiling()`
+        (bench/profiled_worker.py)."""
         self.tmp = Path(tempfile.mkdtemp(prefix="lonca-bench-"))
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("LONCA_")}
         self.env.update(LONCA_HOME=str(self.tmp / "home"), LONCA_HUMANS=str(self.tmp / "humans"), **(extra_env or {}))
         os.environ["LONCA_HUMANS"] = self.env["LONCA_HUMANS"]
         self.socket = self.tmp / "home" / "lonca.sock"
         self.output = output
+        self.command = ["-m", "lonca", "daemon"]
+        self.profile = profile
+        if profile is not None:
+            self.command = ["-m", "bench.profiled_worker"]
+            self.env["LONCA_BENCH_PROFILE_OUT"] = str(profile)
+            self.env["LONCA_BENCH_CPROFILE"] = os.environ.get("LONCA_BENCH_CPROFILE", "")
         self.start()
         self.key = humankeys.create_key("bench")
 
     def start(self, timeout_s: float = 120) -> None:
         """(Re)start the worker process on the same home; returns once it answers ping."""
         sink = open(self.output, "ab") if self.output else subprocess.DEVNULL
-        self.proc = subprocess.Popen([sys.executable, "-m", "lonca", "daemon"], env=self.env,
+        self.proc = subprocess.Popen([sys.executable, *self.command], env=self.env,
                                      stdout=sink, stderr=subprocess.STDOUT if self.output else subprocess.DEVNULL)
         if wait_until_answering(self.proc, self.socket, timeout_s):
             raise RuntimeError("the bench's worker did not start")
+
+    @contextlib.contextmanager
+    def profiling(self):
+        """The worker measured over the block (a worker made with `profile`); its figures are
+        in that file when the block ends."""
+        if self.profile is None:
+            yield
+            return
+        self.profile.unlink(missing_ok=True)
+        self.proc.send_signal(signal.SIGUSR1)
+        try:
+            yield
+        finally:
+            self.proc.send_signal(signal.SIGUSR2)
+            deadline = time.monotonic() + 30
+            while not self.profile.exists() and time.monotonic() < deadline:
+                time.sleep(0.05)
 
     def client(self, timeout: float = 60.0):
         from lonca.client import Client

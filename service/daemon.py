@@ -18,7 +18,7 @@ from lonca.protocol import LoncaError
 from lonca.queue.checks import DIE_WITH_WORKER, reap_leftovers, record_in
 from lonca.symbols import SymbolCache
 
-from . import auth, checkpoint, daemonkey, gitstore, schemas, store as db, worker_lock
+from . import auth, checkpoint, daemonkey, gitstore, heap, schemas, store as db, worker_lock
 from . import security_methods
 from .event_methods import Told
 from .hook_methods import HookSeen
@@ -80,6 +80,7 @@ class Daemon:
 
     async def start(self) -> None:
         started = time.time()
+        heap.tune()
         url = self.config.database_url
         sqlite_file = db.sqlite_file(url)
         self._prepare_home(sqlite_file)
@@ -118,6 +119,7 @@ class Daemon:
                            told=self.told, verifying=self.verifying, queue_wake=self.queue_wake, engine=self.engine,
                            db_write=self.db_write, db_get=self.db_get, keys=self.keys,
                            hooks=self.hooks, started_ms=self.started_ms, agent_uids=self.agent_uids)
+        heap.freeze()   # the modules and the replayed state last as long as the worker
         await self.server.start()
         self._sweeper = supervise("sweeper", self._sweep(), self._fatal)
         self.queue.start(self._fatal)

@@ -62,13 +62,13 @@ class DaemonKeys:
     def holds(self, public: str) -> bool:
         return public in (self.public, self.next_public)
 
-    def sign(self, public: str, digest: bytes) -> str:
-        """The signature of `digest` with the held key whose public part is `public`."""
+    def signer(self, public: str) -> Ed25519PrivateKey:
+        """The held key whose public part is `public`."""
         key = self.current if public == self.public else self.next if public == self.next_public else None
         if key is None:
             raise LoncaError("foreign_key", f"this daemon does not hold the key {public[:16]}…; the repository waits "
                                             "for daemon.recover")
-        return key.sign(digest).hex()
+        return key
 
     def make_next(self) -> str:
         """The next key, made once per rotation."""

@@ -1,22 +1,18 @@
 """lease.acquire, lease.release, lease.renew, lease.interest: deciding them (how their entries
 change the state is in reducers.py). Answers that meet a holder carry `details` and `advice`."""
-import asyncio
 import re
 import secrets
 import time as _time
 
 from lonca.protocol import LoncaError
-from lonca.symbols.languages import SECTION_LANGUAGES, language_of
-from lonca.symbols.table import FileSymbols
 from lonca.symbols.twins import is_twin, one_definition
 
-from . import gitstore
 from . import scope as scopes
+from . import trunk_tables
 from .lease_model import LeaseSet, any_conflict, items_conflict, member, split
 from .log import Draft, allow, deny
 from .methods import Call, method
 from .state import RepoState
-from .symbol_methods import lease_warnings
 
 NAME_RE = re.compile(r"^[A-Za-z_$][A-Za-z0-9_$]{0,127}$")
 DEFAULT_TTL_MS = 600_000
@@ -120,7 +116,7 @@ def advice(details: list[dict]) -> str | None:
 def conflicts(rs: RepoState, session: str, items: list[dict], now: int,
               nesting: dict[str, str] | None = None) -> tuple[list[str], list[dict]]:
     """Reasons and details for what stands between `session` and `items`: holders, waiting
-    interests in their block window, and reservations. `nesting` (trunk_nesting) narrows what
+    interests in their block window, and reservations. `nesting` (trunk_tables.nesting) narrows what
     the ids' text covers to what the tables nest."""
     reasons, details, seen = [], [], set()
     for s, held, want, pinned in rs.holders(items, session, now):
@@ -211,51 +207,6 @@ def name_reasons(rs: RepoState, session: str, facts: dict, now: int,
     return reasons, details
 
 
-async def trunk_names(call: Call, rs: RepoState, items: list[dict]) -> set[tuple[str, str]]:
-    """(container, name) of what trunk defines in the containers `items` insert into with names;
-    read off the writer (a table may need a parse)."""
-    paths = sorted({split(it["symbol"])[0] for it in items if it["kind"] == "insert" and it.get("names")})
-    d, trunk = call.ctx, rs.trunk
-    if not paths or not trunk:
-        return set()
-
-    def work() -> set[tuple[str, str]]:
-        return {(s.container, s.name) for table in _trunk_tables(d, rs, trunk, paths)
-                for s in table.symbols if s.kind not in ("file", "def")}
-    return await asyncio.to_thread(work)
-
-
-def _trunk_tables(d, rs: RepoState, trunk: str, paths: list[str]) -> list[FileSymbols]:
-    """The symbol tables of those `paths` that are files at commit `trunk` (on the calling
-    thread: it takes its own git handle)."""
-    store = d.store(rs.name)
-    tree = gitstore.commit_of(store, trunk).tree
-    out = []
-    for path in paths:
-        try:
-            blob = tree[path]
-        except (KeyError, ValueError, TypeError):   # no such file: nothing defined there
-            continue
-        if blob.type_str == "blob":
-            out.append(d.symbols.table(path, str(blob.id), lambda b=blob: store[b.id].data))
-    return out
-
-
-async def trunk_nesting(call: Call, rs: RepoState, items: list[dict]) -> dict[str, str]:
-    """id -> container id at trunk for the files of `items` whose names may hold dots (section
-    languages): what a lease on `R.md#Release 1` covers (lease_model.covers). Empty, and no
-    work, for code."""
-    paths = sorted({p for p in (split(it["symbol"])[0] for it in items) if language_of(p) in SECTION_LANGUAGES})
-    d, trunk = call.ctx, rs.trunk
-    if not paths or not trunk:
-        return {}
-
-    def work() -> dict[str, str]:
-        return {s.id: s.container for table in _trunk_tables(d, rs, trunk, paths)
-                for s in table.symbols if s.kind != "file"}
-    return await asyncio.to_thread(work)
-
-
 def insert_name_reasons(rs: RepoState, session: str, items: list[dict], defined: set[tuple[str, str]],
                         now: int) -> tuple[list[str], list[dict]]:
     """An insert's names that another session reserved, or that trunk defines in that container."""
@@ -284,9 +235,9 @@ async def acquire(call: Call) -> dict:
     intent = p.get("intent") or ""
     set_id = p.get("set") or f"ls-{secrets.token_hex(8)}"
     ttl = _ttl(p.get("ttl_ms"), rs)
-    defined = await trunk_names(call, rs, items)
-    warnings = await lease_warnings(call, items)   # read before the log's turn: it parses files
-    nesting = await trunk_nesting(call, rs, items)
+    tables = await trunk_tables.read(call, sorted({split(it["symbol"])[0] for it in items}))  # before the log's turn
+    defined, nesting = trunk_tables.defined_names(tables, items), trunk_tables.nesting(tables, items)
+    warnings = trunk_tables.warnings(tables, items)
 
     def decide() -> Draft:
         now = d.now_ms()
@@ -367,7 +318,7 @@ async def interest(call: Call) -> dict:
     d, rs, me = call.ctx, call.repo_state(), call.auth.session
     items = check_items(p["items"])
     intent = p.get("intent") or ""
-    nesting = await trunk_nesting(call, rs, items)
+    nesting = trunk_tables.nesting(await trunk_tables.read(call, trunk_tables.section_paths(items)), items)
 
     def decide() -> Draft:
         now = d.now_ms()

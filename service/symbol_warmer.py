@@ -36,6 +36,7 @@ import pygit2
 from lonca.symbols import SymbolCache, language_of, warm_base
 from lonca.symbols.trees import has_text
 
+from . import heap
 from .change_build import TreeMaps, tree_changes, tree_map
 from .symbol_store import SqliteTables
 
@@ -52,11 +53,6 @@ def warm_into(store_path: str, commit: str, tables_path: str) -> None:
     tables = SqliteTables(Path(tables_path))
     warm_base(tree_map(repo, repo.get(commit).tree), SymbolCache(store=tables), lambda oid: repo[oid].data)
     tables.close(timeout_s=3600)
-
-
-def _freeze() -> None:
-    gc.collect(1)
-    gc.freeze()
 
 
 class SymbolWarmer:
@@ -112,7 +108,7 @@ class SymbolWarmer:
                 return
             index = warm_base(files, self.cache, lambda oid: store[oid].data,
                               commit, stop=self._stop_and_freeze())
-            _freeze()
+            heap.freeze()
             what = "from scratch"
         if index is None:
             return
@@ -158,7 +154,7 @@ class SymbolWarmer:
             nonlocal asked
             asked += 1
             if asked % 32 == 0:
-                _freeze()
+                heap.freeze()
             return self._stopping.is_set()
         return stop
 

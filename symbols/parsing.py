@@ -38,6 +38,13 @@ _DEEP_PREFIX = {
 _DEEP = {lang: tuple(re.compile(start + prefix) for start in (b"", b"\n", b"\r"))
          for lang, prefix in _DEEP_PREFIX.items()}
 
+# Kotlin's scanner keeps a byte for each string open and abort()s at 1 024 of them
+# (tree-sitter-kotlin scanner.c, stack_push). A string opens inside another only in a `${…}`, so a
+# file with fewer `${` than that can not get there. Counting is the only sure bound a check that
+# does not parse has (a `}` inside a string would fool a depth count), so a file with 1 000 `${`
+# one after the other is not given to the grammar either: rare, and read whole, never a crash.
+_TEMPLATES = {"kotlin": (b"${", 1000)}
+
 _local = threading.local()
 
 
@@ -146,4 +153,8 @@ def text_problem(data: bytes, language: str | None = None) -> str | None:
     if deep is not None and (deep[0].match(data) or deep[1].search(data)
                              or b"\r" in data and deep[2].search(data)):
         return f"nested too deep for the {language} grammar"
+    templates = _TEMPLATES.get(language or "")
+    if templates is not None and data.count(templates[0]) >= templates[1]:
+        return (f"may be nested too deep for the {language} grammar ({templates[1]} or more string templates, "
+                "and its scanner dies past 1 024 strings nested)")
     return None

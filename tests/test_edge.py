@@ -189,3 +189,18 @@ def test_a_symlink_proposal_has_facts(repo_env):
     res = env.client.call("facts.preview", {"base": env.trunk, "files": [
         {"path": "link", "content_b64": b64("app.py"), "mode": "symlink"}]}, token=token)
     assert res["facts"]["added_files"] == ["link"]
+
+
+def test_a_kotlin_file_its_grammar_dies_on_has_facts(repo_env):
+    """Strings nested past the 1 024 Kotlin's scanner survives (symbols/parsing.py): the worker
+    answers with the file seen whole instead of dying in tree-sitter."""
+    env = repo_env
+    token = env.agent("deep")["token"]
+    deep = "val x = " + '"${' * 1100 + "1" + '}"' * 1100 + "\n"
+    res = env.client.call("facts.preview", {"base": env.trunk, "files": [
+        {"path": "deep.kt", "content_b64": b64(deep)}]}, token=token)
+    assert res["facts"]["added_files"] == res["facts"]["unread_files"] == ["deep.kt"]
+    [why] = res["syntax_errors"]
+    assert why.startswith("deep.kt: may be nested too deep for the kotlin grammar"), why
+    assert env.client.call("ping")["protocol"]
+    assert "Traceback" not in env.w.output.read_text()

@@ -266,11 +266,14 @@ CRASHERS = {
     "lists_cr.md": "b''.join(b'  ' * i + b'- x\\r' for i in range(300))",
     "block_cr.yaml": "b''.join(b'  ' * i + b'k%d:\\r' % i for i in range(300))",
     "deep.py": "b''.join(b' ' * i + b'if 1:\\n' for i in range(600)) + b' ' * 600 + b\"'a'\"",
+    # Kotlin's scanner aborts past 1 024 strings open
+    "templates.kt": "b'val x = ' + b'\"${' * 1100 + b'1' + b'}\"' * 1100 + b'\\n'",
 }
 NEAR = {     # as deep as a grammar reads safely: still parsed
     "block.yaml": "b''.join(b'  ' * i + b'k%d:\\n' % i for i in range(90)) + b'  ' * 90 + b'v'",
     "quotes.md": "b'>' * 150 + b' x'",
     "deep.py": "b''.join(b' ' * i + b'if 1:\\n' for i in range(300)) + b' ' * 300 + b'a'",
+    "templates.kt": "b'val x = ' + b'\"${' * 900 + b'1' + b'}\"' * 900 + b'\\n'",
 }
 
 

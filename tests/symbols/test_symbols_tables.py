@@ -184,6 +184,16 @@ def test_pathological_nesting_never_crashes(path: str, data: bytes) -> None:
     assert fs.symbols[-1].id == f"{path}#<file>"
 
 
+def test_kotlin_templates_past_what_its_scanner_survives_nested_are_unread() -> None:
+    """Kotlin's scanner dies past 1 024 strings nested, which only `${` can nest: 1 000 of them,
+    even one after the other, are not given to the grammar; 999 are."""
+    many = b"".join(b'fun f%d() = "${%d}"\n' % (i, i) for i in range(1000))
+    fs = symbol_table("many.kt", many)
+    assert fs.status == "unread" and "nested too deep" in fs.syntax_errors[0]
+    fs = symbol_table("fewer.kt", many[:many.rindex(b"fun ")])
+    assert fs.status == "parsed" and len(fs.symbols) == 1000
+
+
 def test_every_grammar_loads() -> None:
     for lang in ("python", "rust", "go", "typescript", "tsx", "javascript", "java", "csharp", "c",
                  "cpp", "ruby", "php", "kotlin", "swift", "scala", "markdown", "toml", "json",

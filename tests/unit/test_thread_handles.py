@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 SERVICE = Path(__file__).resolve().parents[2] / "service"
-FOLLOWING = ("read_methods.py", "review_methods.py", "symbol_methods.py", "event_methods.py",
+FOLLOWING = ("read_methods.py", "review_methods.py", "symbol_methods.py", "trunk_tables.py", "event_methods.py",
              "change_methods.py", "trunk_methods.py")
 
 
