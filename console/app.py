@@ -21,6 +21,7 @@ from .log_verification import LogVerification
 from .rate_limits import RateLimit
 from .settings import Settings
 from .timeline import Timelines
+from .versions import Trees
 
 ROOT = Path(__file__).resolve().parent.parent
 # Nothing loads from anywhere but this console: no CDN, no font service, no frames.
@@ -70,6 +71,7 @@ def create_app(settings: Settings) -> Starlette:
         Route("/security", pages.security),
         Route("/r/{repo}/review", pages.review),
         Route("/r/{repo}/changes/{change}", pages.change),
+        Route("/r/{repo}/changes/{change}/compare", pages.compare),
         Route("/r/{repo}/queue", pages.queue),
         Route("/r/{repo}/sessions", pages.sessions),
         Route("/r/{repo}/log", pages.log),
@@ -93,6 +95,7 @@ def create_app(settings: Settings) -> Starlette:
     app.state.enrolment_limit = RateLimit(per_client=3, window_ms=600_000, overall=20)
     app.state.verification = LogVerification()
     app.state.timelines = Timelines()
+    app.state.trees = Trees()
     app.state.policy_texts = {}     # (repo, policy commit) -> its lonca.toml: a commit never changes
     app.state.templates = Jinja2Templates(directory=ROOT / "templates")
     views.register(app.state.templates.env)

@@ -1,5 +1,5 @@
 """The console's pages. Each page renders whole for a browser and as its live fragment alone for
-htmx (HX-Request), which refreshes it on every log entry (`lonca:log`, see static/live.js)."""
+htmx (HX-Request), which refreshes it on log entries (`lonca:log`, or `lonca:state` for all but heartbeats and other observations: see static/live.js)."""
 import asyncio
 import base64
 
@@ -9,7 +9,7 @@ from starlette.responses import RedirectResponse, Response
 from lonca.client import Unreachable
 from lonca.protocol import LoncaError, now_ms
 
-from . import views
+from . import versions, views
 from .actions import serves_repositories
 from .guard import NotLoggedIn, call, describe, session_of
 
@@ -131,12 +131,36 @@ async def change(request: Request) -> Response:
     timeline = await request.app.state.timelines.of(
         lambda start, limit: call(request, "log", {"from": start, "limit": limit}, repo=repo),
         repo, cid, rec.get("versions") or [rec["proposed_seq"]], st["next_seq"])
+    comments = await versions.comment_states(lambda m, p: call(request, m, p, repo=repo), request.app.state.trees,
+                                             timeline.comments(), timeline.commits(), rec["version"])
     return render(request, "change.html", {
-        "repo": repo, "rec": rec, "diff": diff, "files": views.diff_files(diff["diff"]), "st": st,
+        "repo": repo, "rec": rec, "diff": diff, "files": views.diff_files(diff["diff"]), "st": st, "comments": comments,
         "claims": views.claim_rows(rec.get("claim"), rec.get("facts")), "leases": leases, "pending": pending,
         "timeline": timeline, "approvals": timeline.notes_for(pending["seq"]) if pending else [],
         "queue_place": st["queue"].index(cid) + 1 if cid in st["queue"] else None},
         "_change.html")
+
+
+@page
+async def compare(request: Request) -> Response:
+    """The diff between two versions of a change (?from=N&to=M), drawn on the server."""
+    repo, cid = request.path_params["repo"], request.path_params["change"]
+    rec, st = await asyncio.gather(call(request, "change.get", {"change": cid}, repo=repo), call(request, "status", repo=repo))
+    timeline = await request.app.state.timelines.of(
+        lambda start, limit: call(request, "log", {"from": start, "limit": limit}, repo=repo),
+        repo, cid, rec.get("versions") or [rec["proposed_seq"]], st["next_seq"])
+    commits = timeline.commits()
+    try:
+        old, new = int(request.query_params.get("from", "")), int(request.query_params.get("to", ""))
+    except ValueError:
+        old = new = 0
+    if old not in commits or new not in commits:
+        return render(request, "error.html", {"error": f"choose two versions of this change, 1 to {len(commits)} "
+                                                       "(?from=N&to=M)", "repo": repo}, status=400)
+    text, paths = await versions.compare(lambda m, p: call(request, m, p, repo=repo), request.app.state.trees,
+                                         commits[old], commits[new])
+    return render(request, "compare.html", {"repo": repo, "rec": rec, "old": old, "new": new, "commits": commits,
+                                            "paths": paths, "files": views.diff_files(text)})
 
 
 @page

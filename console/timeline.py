@@ -1,4 +1,4 @@
-"""A change's story from the log: each version proposed, approvals and rejections, withdrawal,
+"""A change's story from the log: each version proposed, approvals, rejections and comments, withdrawal,
 the checks of each integration attempt and the commit it became. The change page is drawn again
 at every log entry, so each change's timeline is kept with the seq it has read up to, and only
 the entries logged since are read (one short `log` call for a page already open)."""
@@ -18,6 +18,13 @@ class Timeline:
     versions: list[int]             # seqs of the change.propose entries of this change
     items: list[dict] = field(default_factory=list)
     cut: bool = False               # the first view stopped before the log's end
+
+    def commits(self) -> dict[int, str]:
+        """version -> its commit."""
+        return {i["version"]: i["commit"] for i in self.items if i["kind"] == "proposed" and i["commit"]}
+
+    def comments(self) -> list[dict]:
+        return [i for i in self.items if i["kind"] == "commented" and i["outcome"] == "allow"]
 
     def notes_for(self, target_seq: int) -> list[dict]:
         """The approvals of one version, with their notes."""
@@ -47,6 +54,10 @@ def read_entry(t: Timeline, change: str, en: dict) -> None:
     elif kind in ("approve", "reject") and op.get("target_seq") in t.versions:
         t.items.append(_item("approved" if kind == "approve" else "rejected", en, target_seq=op["target_seq"],
                              note=op.get("note") or op.get("reason") or "", checks=op.get("checks") or []))
+    elif kind == "comment" and op.get("target_seq") in t.versions:
+        t.items.append(_item("commented", en, target_seq=op["target_seq"], version=t.versions.index(op["target_seq"]) + 1,
+                             path=op.get("path"), line=op.get("line"), symbol=op.get("symbol"), text=op.get("text") or "",
+                             request_changes=bool(op.get("request_changes"))))
     elif kind == "change.withdraw" and op.get("change") == change:
         t.items.append(_item("withdrawn", en))
     elif kind == "change.integrate" and op.get("change") == change:

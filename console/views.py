@@ -1,5 +1,6 @@
 """What templates need besides the data: labels, ages, and the diff split by file with syntax
 highlighting (Pygments, classes only: the stylesheet colours them)."""
+import hashlib
 import json
 import re
 from functools import lru_cache
@@ -113,5 +114,10 @@ def claim_rows(claim: dict | None, facts: dict | None) -> list[dict]:
     return rows
 
 
+def digest(html: str) -> str:
+    """A part's fingerprint: live.js replaces a part of a page only when this changes."""
+    return hashlib.sha256(str(html).encode()).hexdigest()[:16]
+
+
 def register(env) -> None:
-    env.filters.update(actor=actor_label, age=age, clock=clock, fingerprint=fingerprint, in_words=in_words)
+    env.filters.update(actor=actor_label, age=age, clock=clock, digest=digest, fingerprint=fingerprint, in_words=in_words)

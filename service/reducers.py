@@ -374,6 +374,16 @@ def _apply_reject(st: State, rs: RepoState, entry: dict, op: dict, outcome: str)
                   "change": rec.id}, rec.session or "")
 
 
+def _apply_comment(st: State, rs: RepoState, entry: dict, op: dict, outcome: str) -> None:
+    pending = rs.pending.get(op["target_seq"])
+    rec = rs.changes.get(pending.change) if pending and pending.change else None
+    if outcome != "allow" or rec is None:
+        return
+    rs.event({"kind": "comment", "seq": entry["seq"], "target_seq": op["target_seq"], "change": rec.id,
+              "from": f"human:{entry['actor']['name']}", "path": op["path"], "line": op["line"],
+              "symbol": op["symbol"], "text": op["text"], "request_changes": op["request_changes"]}, rec.session or "")
+
+
 def _duration(evidence: list[dict]) -> int:
     return sum(int(a["details"].get("duration_ms") or 0) for a in evidence)
 
@@ -485,6 +495,7 @@ REDUCERS: dict[str, Reducer] = {
     "change.withdraw": _apply_withdraw,
     "approve": _apply_approve,
     "reject": _apply_reject,
+    "comment": _apply_comment,
     "change.integrate": _apply_integrate,
     "change.integrate_batch": _apply_batch,
     "negotiate": _apply_negotiate,
