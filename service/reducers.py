@@ -381,7 +381,7 @@ def _apply_comment(st: State, rs: RepoState, entry: dict, op: dict, outcome: str
         return
     rs.event({"kind": "comment", "seq": entry["seq"], "target_seq": op["target_seq"], "change": rec.id,
               "from": f"human:{entry['actor']['name']}", "path": op["path"], "line": op["line"],
-              "symbol": op["symbol"], "text": op["text"], "request_changes": op["request_changes"]}, rec.session or "")
+              "symbol": op["symbol"], "body": op["text"], "request_changes": op["request_changes"]}, rec.session or "")
 
 
 def _duration(evidence: list[dict]) -> int:
