@@ -20,6 +20,7 @@ from .enrolments import Enrolments
 from .log_verification import LogVerification
 from .rate_limits import RateLimit
 from .settings import Settings
+from .queue_stats import QueueStatsKept
 from .timeline import Timelines
 from .versions import Trees
 
@@ -96,6 +97,7 @@ def create_app(settings: Settings) -> Starlette:
     app.state.verification = LogVerification()
     app.state.timelines = Timelines()
     app.state.trees = Trees()
+    app.state.queue_stats = QueueStatsKept()
     app.state.policy_texts = {}     # (repo, policy commit) -> its lonca.toml: a commit never changes
     app.state.templates = Jinja2Templates(directory=ROOT / "templates")
     views.register(app.state.templates.env)

@@ -9,11 +9,13 @@ from starlette.responses import RedirectResponse, Response
 from lonca.client import Unreachable
 from lonca.protocol import LoncaError, now_ms
 
-from . import versions, views
+from . import plots, queue_stats, versions, views
 from .actions import serves_repositories
 from .guard import NotLoggedIn, call, describe, session_of
 
 QUEUE_COLUMNS = ("queued", "verifying", "integrated", "conflicted", "failed")
+STOPPED = ("conflicted", "failed", "rejected", "withdrawn")
+RECENT = 20
 LOG_SHOWN = 200
 
 
@@ -165,9 +167,15 @@ async def compare(request: Request) -> Response:
 
 @page
 async def queue(request: Request) -> Response:
+    """The queue now (its head is being verified), recent integrations, the changes that stopped
+    and why, and the day's plots; drawn again at every entry but a heartbeat."""
     repo = request.path_params["repo"]
     st = await call(request, "status", repo=repo)
+    stats = await request.app.state.queue_stats.of(
+        lambda start, limit: call(request, "log", {"from": start, "limit": limit}, repo=repo), repo, st["next_seq"])
+    by_id = {ch["change"]: ch for ch in st["changes"]}
     columns = {c: [] for c in QUEUE_COLUMNS}
+    stopped = []
     for ch in sorted(st["changes"], key=lambda c: c["created_ms"], reverse=True):
         name = ch["status"]["status"]
         if name == "queued" and st["queue"][:1] == [ch["change"]]:
@@ -176,7 +184,16 @@ async def queue(request: Request) -> Response:
             name = "failed"
         if name in columns:
             columns[name].append(ch)
-    return render(request, "queue.html", {"repo": repo, "st": st, "columns": columns}, "_queue.html")
+        if name in STOPPED:
+            stopped.append({**ch, "stop": name})
+    hours = queue_stats.hourly(stats, st["now_ms"])
+    recent = [{"time_ms": t, "change": by_id.get(c) or {"change": c}, "commit": commit, "took": took}
+              for t, c, commit, took in reversed(stats.integrations[-RECENT:])]
+    return render(request, "queue.html", {
+        "repo": repo, "st": st, "columns": columns, "stopped": stopped[:RECENT],
+        "line": [{"change": by_id[c], "place": i + 1, "queued_ms": stats.queued_ms.get(c)} for i, c in enumerate(st["queue"]) if c in by_id],
+        "recent": recent, "day": queue_stats.day_summary(stats, st["now_ms"]), "cut": stats.cut,
+        "per_hour": plots.per_hour(hours), "latency": plots.proposal_to_integration(hours)}, "_queue.html")
 
 
 @page

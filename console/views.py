@@ -16,6 +16,7 @@ from pygments.util import ClassNotFound
 from lonca import protocol
 from lonca.humansig import fingerprint
 
+from . import plots
 from .reasons import in_words
 
 MAX_DIFF_LINES = 20_000
@@ -120,4 +121,4 @@ def digest(html: str) -> str:
 
 
 def register(env) -> None:
-    env.filters.update(actor=actor_label, age=age, clock=clock, digest=digest, fingerprint=fingerprint, in_words=in_words)
+    env.filters.update(actor=actor_label, age=age, clock=clock, digest=digest, duration=plots.duration, fingerprint=fingerprint, in_words=in_words)

@@ -3,7 +3,8 @@
 // heartbeat or a hook's report changes nothing a review page shows, so it does not redraw one).
 // A fragment marked data-parts is not swapped whole: only its parts ([data-part], each with the
 // digest of its HTML) whose digest changed are replaced, so an opened check log, a selection or
-// a half-typed comment in an unchanged part stay as they are. Ages and countdowns tick here.
+// a half-typed comment in an unchanged part stay as they are. Ages, elapsed times and countdowns
+// tick here.
 "use strict";
 (function () {
   const QUIET_OPS = new Set(["observe"]);
@@ -73,12 +74,12 @@
     return h ? `${h}h ${m}m` : m ? `${m}m ${s % 60}s` : `${s}s`;
   }
 
-  function ago(ms) {
+  function span(ms) {
     const s = Math.max(0, Math.floor(ms / 1000));
-    if (s < 60) return `${s}s ago`;
-    if (s < 3600) return `${Math.floor(s / 60)}m ago`;
-    if (s < 86400) return `${Math.floor(s / 3600)}h ${Math.floor(s % 3600 / 60)}m ago`;
-    return `${Math.floor(s / 86400)}d ago`;
+    if (s < 60) return `${s}s`;
+    if (s < 3600) return `${Math.floor(s / 60)}m ${s % 60}s`;
+    if (s < 86400) return `${Math.floor(s / 3600)}h ${Math.floor(s % 3600 / 60)}m`;
+    return `${Math.floor(s / 86400)}d`;
   }
 
   function tick() {
@@ -87,7 +88,10 @@
       el.textContent = countdown(Number(el.dataset.expires) - now);
     });
     document.querySelectorAll("[data-since]").forEach((el) => {
-      el.textContent = ago(now - Number(el.dataset.since));
+      el.textContent = `${span(now - Number(el.dataset.since))} ago`;
+    });
+    document.querySelectorAll("[data-elapsed]").forEach((el) => {
+      el.textContent = span(now - Number(el.dataset.elapsed));
     });
   }
 

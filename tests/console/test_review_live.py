@@ -10,7 +10,7 @@ from playwright.sync_api import expect
 
 from conftest import git_repo
 from console.browser_steps import bootstrap, sign
-from console.test_webauthn_console import token_of
+from console.test_webauthn_console import shot, token_of
 from lonca.protocol import claim_from_facts
 
 POLICY = '[review]\nagent_changes = "human"\n\n[verification]\ntests = ["python3", "-c", "print(\'tests ran\')"]\n'
@@ -174,3 +174,4 @@ def test_a_comment_reaches_the_agent_and_shows_resolved_or_open(stack, new_page,
     expect(comments.nth(1)).to_contain_text("open: version 2 left this file as it was")
     timeline = page.locator("#part-timeline")
     expect(timeline.locator("[data-kind=commented]")).to_have_count(2)
+    shot(page, "change-comments")
