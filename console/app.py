@@ -6,7 +6,7 @@ from pathlib import Path
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import JSONResponse, PlainTextResponse
+from starlette.responses import FileResponse, JSONResponse, PlainTextResponse
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
@@ -56,6 +56,12 @@ async def http_error(request: Request, exc: HTTPException):
     return PlainTextResponse(exc.detail, status_code=exc.status_code)
 
 
+async def favicon(request: Request):
+    """Browsers ask for /favicon.ico whatever the page says: an SVG answers (not a 404 a page)."""
+    return FileResponse(ROOT / "static" / "favicon.svg", media_type="image/svg+xml",
+                        headers={"cache-control": "public, max-age=86400"})
+
+
 def create_app(settings: Settings) -> Starlette:
     @asynccontextmanager
     async def lifespan(app):
@@ -65,6 +71,7 @@ def create_app(settings: Settings) -> Starlette:
 
     routes = [
         Route("/", pages.home),
+        Route("/favicon.ico", favicon),
         Route("/enrol", pages.enrol),
         Route("/login", pages.login),
         Route("/repos", pages.repos),

@@ -21,7 +21,10 @@ LOG_SHOWN = 200
 
 def render(request: Request, template: str, ctx: dict, fragment: str | None = None, status: int = 200) -> Response:
     s = session_of(request)
-    base = {"request": request, "human": s.human if s.logged_in else None, "csrf": s.csrf, "now_ms": now_ms()}
+    if s.logged_in and status == 200 and ctx.get("repo"):
+        s.last_repo = ctx["repo"]
+    base = {"request": request, "human": s.human if s.logged_in else None, "csrf": s.csrf, "now_ms": now_ms(),
+            "nav_repo": ctx.get("repo") or (s.last_repo if s.logged_in else None)}
     name = fragment if fragment and request.headers.get("hx-request") else template
     return request.app.state.templates.TemplateResponse(request, name, {**base, **ctx}, status_code=status)
 
@@ -40,7 +43,8 @@ def page(fn):
         except NotLoggedIn:
             return to_login(request)
         except (LoncaError, Unreachable) as e:
-            status = 404 if isinstance(e, LoncaError) and e.code == "not_found" else 502
+            code = e.code if isinstance(e, LoncaError) else None
+            status = 404 if code == "not_found" else 403 if code == "forbidden" else 502
             return render(request, "error.html", {"error": describe(e), "repo": request.path_params.get("repo")},
                           "_error.html", status)
     return handler
@@ -74,6 +78,8 @@ async def repos(request: Request) -> Response:
     names = await call(request, "repo.list")
     states = await asyncio.gather(*(call(request, "status", repo=n) for n in names))
     policies = await asyncio.gather(*(_policy_text(request, n, st["policy"]) for n, st in zip(names, states)))
+    if names and session_of(request).last_repo not in names:
+        session_of(request).last_repo = names[0]
     return render(request, "repos.html", {"repos": list(zip(names, states)), "policies": dict(zip(names, policies)),
                                           "requests": request.app.state.enrolments.all(),
                                           "namesakes": request.app.state.enrolments.namesakes()}, "_repos.html")
@@ -83,6 +89,8 @@ async def repos(request: Request) -> Response:
 async def keys(request: Request) -> Response:
     names = await call(request, "repo.list")
     states = await asyncio.gather(*(call(request, "status", repo=n) for n in names))
+    if names and session_of(request).last_repo not in names:
+        session_of(request).last_repo = names[0]
     return render(request, "keys.html", {"repos": list(zip(names, states)),
                                          "hardened": any(st["profile"] == "hardened" for st in states)})
 
