@@ -144,7 +144,7 @@ async def change(request: Request) -> Response:
     comments = await versions.comment_states(lambda m, p: call(request, m, p, repo=repo), request.app.state.trees,
                                              timeline.comments(), timeline.commits(), rec["version"])
     return render(request, "change.html", {
-        "repo": repo, "rec": rec, "diff": diff, "files": views.diff_files(diff["diff"]), "st": st, "comments": comments,
+        "repo": repo, "rec": rec, "diff": diff, "files": views.diff_tables(diff["diff"], pending is not None), "st": st, "comments": comments,
         "claims": views.claim_rows(rec.get("claim"), rec.get("facts")), "leases": leases, "pending": pending,
         "timeline": timeline, "approvals": timeline.notes_for(pending["seq"]) if pending else [],
         "queue_place": st["queue"].index(cid) + 1 if cid in st["queue"] else None},
@@ -170,7 +170,7 @@ async def compare(request: Request) -> Response:
     text, paths = await versions.compare(lambda m, p: call(request, m, p, repo=repo), request.app.state.trees,
                                          commits[old], commits[new])
     return render(request, "compare.html", {"repo": repo, "rec": rec, "old": old, "new": new, "commits": commits,
-                                            "paths": paths, "files": views.diff_files(text)})
+                                            "paths": paths, "files": views.diff_tables(text, False)})
 
 
 @page

@@ -37,8 +37,18 @@ def _item(kind: str, en: dict, **more) -> dict:
 
 
 def _checks(en: dict) -> list[dict]:
-    return [{"check": a["check"], "name": (a.get("details") or {}).get("name"), "result": a["result"],
-             "duration_ms": (a.get("details") or {}).get("duration_ms")} for a in en.get("evidence") or []]
+    """Each check of an integration attempt, with what says why one failed (its exit, a timeout,
+    output over the cap): never only "error in 4 ms"."""
+    out = []
+    for a in en.get("evidence") or []:
+        d = a.get("details") or {}
+        why = [f"exit {d['exit']}"] if "exit" in d and d["exit"] != "0" else []
+        why += ["timed out"] if d.get("timed_out") == "true" else []
+        why += ["output over the cap"] if d.get("output_over_cap") == "true" else []
+        why += [f"{d['attempts']} attempts"] if d.get("attempts", "1") != "1" else []
+        out.append({"check": a["check"], "name": d.get("name"), "result": a["result"], "duration_ms": d.get("duration_ms"),
+                    "why": ", ".join(why)})
+    return out
 
 
 def read_entry(t: Timeline, change: str, en: dict) -> None:

@@ -99,6 +99,23 @@ def diff_files(diff: str) -> dict[str, list[tuple]]:
     return files
 
 
+@lru_cache(maxsize=32)
+def diff_tables(diff: str, comment_links: bool) -> dict[str, Markup]:
+    """path -> the rows of its diff table as HTML, made once a diff: a 6,000-line diff drawn by
+    the template's loop cost most of the change page's time. With comment_links, each line number
+    of the new side is a link that picks the line for a comment (static/review.js)."""
+    tables = {}
+    for path, rows in diff_files(diff).items():
+        p = escape(path)
+        out = []
+        for kind, a, b, html in rows:
+            new = (f'<a href="#comment" data-comment-path="{p}" data-comment-line="{b}" title="comment on line {b}">{b}</a>'
+                   if b and comment_links else b)
+            out.append(f'<tr class="{kind}"><td class="n">{a}</td><td class="n">{new}</td><td class="code"><code>{html}</code></td></tr>')
+        tables[path] = Markup("".join(out))
+    return tables
+
+
 def claim_rows(claim: dict | None, facts: dict | None) -> list[dict]:
     """Each claim field that lists symbols or files, beside what the facts say, flagged where
     they differ; a claimed value that is not a list of strings is shown as it came, and differs

@@ -175,3 +175,24 @@ def test_a_comment_reaches_the_agent_and_shows_resolved_or_open(stack, new_page,
     timeline = page.locator("#part-timeline")
     expect(timeline.locator("[data-kind=commented]")).to_have_count(2)
     shot(page, "change-comments")
+
+
+def test_a_failed_check_shows_its_message_and_log(stack, new_page, tmp_path):
+    worker, console = stack
+    policy = '[verification]\ntests = ["python3", "-c", "import sys; print(\'fee rounding test failed\'); sys.exit(3)"]\n'
+    src = git_repo(tmp_path / "src", {"app.py": APP, "lonca.toml": policy})
+    page, _ = new_page()
+    bootstrap(page, console, "alice", "demo", import_from=str(src))
+    page.goto(console.url + "/r/demo/sessions")
+    agent = token_of(sign(page, "form[data-ceremony='session.start']", agent="ada", task="fees"))
+    with worker.client() as c:
+        c.call("lease.acquire", {"set": None, "items": [{"symbol": "app.py#charge", "kind": "edit"}],
+                                 "intent": "round the fee", "ttl_ms": 600_000}, token=agent)
+        ch = propose(c, agent, {"app.py": "def charge(amount):\n    return round(amount * 2)\n"})
+    page.goto(console.url + f"/r/demo/changes/{ch['change']}")
+    expect(page.locator("#change dd[data-status]")).to_contain_text("rejected", timeout=30_000)     # live
+    failed = page.locator("#part-evidence details.evidence.fail")
+    expect(failed).to_have_attribute("open", "")
+    expect(failed.locator("summary")).to_contain_text(re.compile(r"tests: fail in \d+ ms, exit 3"))
+    expect(failed.locator("pre.tail")).to_contain_text("fee rounding test failed")
+    expect(page.locator("#part-timeline [data-kind='not integrated']")).to_contain_text(re.compile(r"tests fail in \d+ ms \(exit 3\)"))
