@@ -106,11 +106,10 @@ def diff_tables(diff: str, comment_links: bool) -> dict[str, Markup]:
     of the new side is a link that picks the line for a comment (static/review.js)."""
     tables = {}
     for path, rows in diff_files(diff).items():
-        p = escape(path)
         out = []
         for kind, a, b, html in rows:
-            new = (f'<a href="#comment" data-comment-path="{p}" data-comment-line="{b}" title="comment on line {b}">{b}</a>'
-                   if b and comment_links else b)
+            # the file's path is on its section (data-path): a link a line stays short
+            new = f'<a href="#comment" data-line="{b}">{b}</a>' if b and comment_links else b
             out.append(f'<tr class="{kind}"><td class="n">{a}</td><td class="n">{new}</td><td class="code"><code>{html}</code></td></tr>')
         tables[path] = Markup("".join(out))
     return tables

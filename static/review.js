@@ -5,13 +5,13 @@
 "use strict";
 (function () {
   document.addEventListener("click", (ev) => {
-    const pick = ev.target.closest("[data-comment-path]");
+    const pick = ev.target.closest("section.file[data-path] a[data-line], section.file[data-path] a[data-symbol]");
     const form = document.getElementById("comment");
     if (!pick || !form) return;
     ev.preventDefault();
-    form.querySelector("[name=path]").value = pick.dataset.commentPath;
-    form.querySelector("[name=line]").value = pick.dataset.commentLine || "";
-    form.querySelector("[name=symbol]").value = pick.dataset.commentSymbol || "";
+    form.querySelector("[name=path]").value = pick.closest("section.file").dataset.path;
+    form.querySelector("[name=line]").value = pick.dataset.line || "";
+    form.querySelector("[name=symbol]").value = pick.dataset.symbol || "";
     form.querySelector("[name=text]").focus();
   });
 

@@ -134,7 +134,7 @@ def test_a_comment_reaches_the_agent_and_shows_resolved_or_open(stack, new_page,
     page.goto(console.url + f"/r/demo/changes/{v1['change']}")
 
     # a line of the diff: its number fills the form; the comment asks for changes
-    page.click("#part-diff a[data-comment-path='app.py'][data-comment-line='2']")
+    page.click("#part-diff section.file[data-path='app.py'] a[data-line='2']")
     form = page.locator("form[data-ceremony='comment']")
     expect(form.locator("[name=path]")).to_have_value("app.py")
     expect(form.locator("[name=line]")).to_have_value("2")
@@ -142,7 +142,7 @@ def test_a_comment_reaches_the_agent_and_shows_resolved_or_open(stack, new_page,
     form.locator("[name=request_changes]").check()
     assert "allow" in sign(page, "form[data-ceremony='comment']", text="round to cents, not to units")
     # a symbol of the diff: the comment names it
-    page.click("#part-diff a[data-comment-path='util.py'][data-comment-symbol]")
+    page.click("#part-diff section.file[data-path='util.py'] a[data-symbol]")
     expect(form.locator("[name=symbol]")).to_have_value(re.compile("fee"))
     expect(form.locator("[name=line]")).to_have_value("")
     form.locator("[name=request_changes]").uncheck()
