@@ -39,7 +39,7 @@ def inbox_line(e: dict) -> str:
     if e["kind"] == "comment":
         where = e["path"] + (f" line {e['line']}" if e.get("line") else "") + (f" ({e['symbol']})" if e.get("symbol") else "")
         ask = "asks for changes" if e["request_changes"] else "comments"
-        return (f"A human reviewer ({e['from']}) {ask} on your change {e['change']} at {where}, the reviewer's words: "
+        return (f"A human reviewer (human:{e['human']}) {ask} on your change {e['change']} at {where}, the reviewer's words: "
                 f"{e['body'][:600]}" + (" Propose a new version of the change that answers it." if e["request_changes"] else ""))
     if e["kind"] == "lease_received":
         return (f"You received lease set {e['set']} from session {e['from']}: you hold it now, with the "

@@ -380,7 +380,7 @@ def _apply_comment(st: State, rs: RepoState, entry: dict, op: dict, outcome: str
     if outcome != "allow" or rec is None:
         return
     rs.event({"kind": "comment", "seq": entry["seq"], "target_seq": op["target_seq"], "change": rec.id,
-              "from": f"human:{entry['actor']['name']}", "path": op["path"], "line": op["line"],
+              "human": entry["actor"]["name"], "path": op["path"], "line": op["line"],
               "symbol": op["symbol"], "body": op["text"], "request_changes": op["request_changes"]}, rec.session or "")
 
 

@@ -163,7 +163,7 @@ class Tagged:
         if not isinstance(kind, str) or kind not in self.kinds:
             raise Invalid(f"{where}.{self.tag}", "must be one of " + ", ".join(f'"{k}"' for k in self.kinds))
         o = self.kinds[kind]
-        Obj({self.tag: Str(), **o.fields}, o.required).validate(v, where)
+        Obj({self.tag: Str(), **o.fields}, o.required, present=o.present).validate(v, where)
 
     def describe(self) -> str:
         return f"an object with {self.tag}"

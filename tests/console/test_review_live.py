@@ -157,7 +157,7 @@ def test_a_comment_reaches_the_agent_and_shows_resolved_or_open(stack, new_page,
     told = [e for e in inbox["events"] if e["kind"] == "comment"]
     assert [(e["path"], e["line"], e["request_changes"], e["body"]) for e in told] == [
         ("app.py", 2, True, "round to cents, not to units"), ("util.py", None, False, "why one more?")]
-    assert told[1]["symbol"].endswith("fee") and told[0]["change"] == v1["change"]
+    assert told[1]["symbol"].endswith("fee") and told[0]["change"] == v1["change"] and told[0]["human"] == "alice"
     assert "A human reviewer (human:alice) asks for changes on your change" in inbox["text"]
     assert "round to cents, not to units" in inbox["text"]
     assert [e["body"] for e in events if e["kind"] == "comment"] == ["round to cents, not to units", "why one more?"]
