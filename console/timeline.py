@@ -68,6 +68,9 @@ def read_entry(t: Timeline, change: str, en: dict) -> None:
         t.items.append(_item("commented", en, target_seq=op["target_seq"], version=t.versions.index(op["target_seq"]) + 1,
                              path=op.get("path"), line=op.get("line"), symbol=op.get("symbol"), text=op.get("text") or "",
                              request_changes=bool(op.get("request_changes"))))
+    elif kind == "change.check" and op.get("change") == change:
+        version = next((i["version"] for i in t.items if i["kind"] == "proposed" and i["commit"] == op.get("commit")), None)
+        t.items.append(_item("checked", en, commit=op.get("commit"), version=version, checks=_checks(en)))
     elif kind == "change.withdraw" and op.get("change") == change:
         t.items.append(_item("withdrawn", en))
     elif kind == "change.integrate" and op.get("change") == change:

@@ -36,6 +36,7 @@ class Policy:
     agent_changes: str = "allow"  # or "human": every agent change waits for a human
     approvals_required: int = 1
     case_twins: bool = False  # a new path may differ from another only in case (service/paths.py)
+    checks_before_decision: bool = False  # a pending change's checks run on its own commit while it waits
     # [verification]
     build: tuple[str, ...] | None = None
     tests: tuple[str, ...] | None = None
@@ -214,6 +215,7 @@ SETTINGS = (
     Setting("review", "agent_changes", "agent_changes", "choice", choices=("allow", "human")),
     Setting("review", "approvals", "approvals_required", "int", 1),
     Setting("review", "case_twins", "case_twins", "bool"),
+    Setting("review", "checks_before_decision", "checks_before_decision", "bool"),
     Setting("verification", "build", "build", "argv"),
     Setting("verification", "tests", "tests", "argv"),
     Setting("verification", "extended", "extended", "argv"),

@@ -384,6 +384,13 @@ def _apply_comment(st: State, rs: RepoState, entry: dict, op: dict, outcome: str
               "symbol": op["symbol"], "body": op["text"], "request_changes": op["request_changes"]}, rec.session or "")
 
 
+def _apply_check(st: State, rs: RepoState, entry: dict, op: dict, outcome: str) -> None:
+    """The checks of a pending change's version, run while it waits for a human."""
+    rec = rs.changes.get(op["change"])
+    if rec is not None:
+        rec.review_commit, rec.review_seq, rec.review_evidence = op["commit"], entry["seq"], entry["evidence"]
+
+
 def _duration(evidence: list[dict]) -> int:
     return sum(int(a["details"].get("duration_ms") or 0) for a in evidence)
 
@@ -496,6 +503,7 @@ REDUCERS: dict[str, Reducer] = {
     "approve": _apply_approve,
     "reject": _apply_reject,
     "comment": _apply_comment,
+    "change.check": _apply_check,
     "change.integrate": _apply_integrate,
     "change.integrate_batch": _apply_batch,
     "negotiate": _apply_negotiate,

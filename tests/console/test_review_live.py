@@ -196,3 +196,41 @@ def test_a_failed_check_shows_its_message_and_log(stack, new_page, tmp_path):
     expect(failed.locator("summary")).to_contain_text(re.compile(r"tests: fail in \d+ ms, exit 3"))
     expect(failed.locator("pre.tail")).to_contain_text("fee rounding test failed")
     expect(page.locator("#part-timeline [data-kind='not integrated']")).to_contain_text(re.compile(r"tests fail in \d+ ms \(exit 3\)"))
+
+
+def test_checks_run_before_the_decision_and_show_live(stack, new_page, tmp_path):
+    worker, console = stack
+    policy = ('[review]\nagent_changes = "human"\nchecks_before_decision = true\n\n[verification]\n'
+              'tests = ["python3", "-c", "import sys; t = open(\'app.py\').read(); print(\'checked\', len(t)); sys.exit(0 if \'round\' in t else 4)"]\n')
+    src = git_repo(tmp_path / "src", {"app.py": APP, "lonca.toml": policy})
+    page, _ = new_page()
+    bootstrap(page, console, "alice", "demo", import_from=str(src))
+    page.goto(console.url + "/r/demo/sessions")
+    agent = token_of(sign(page, "form[data-ceremony='session.start']", agent="ada", task="fees"))
+    with worker.client() as c:
+        c.call("lease.acquire", {"set": None, "items": [{"symbol": "app.py#charge", "kind": "edit"}],
+                                 "intent": "round the fee", "ttl_ms": 600_000}, token=agent)
+        v1 = propose(c, agent, {"app.py": "def charge(amount):\n    return amount * 3\n"})
+    page.goto(console.url + f"/r/demo/changes/{v1['change']}")
+    part = page.locator("#part-evidence")
+    # version 1 fails its tests while it waits: the reviewer sees the exit and the output, live
+    failed = part.locator("details[id^=review-check].fail")
+    expect(failed).to_have_attribute("open", "", timeout=30_000)
+    expect(failed.locator("summary")).to_contain_text(re.compile(r"tests: fail in \d+ ms, exit 4"))
+    expect(failed.locator("pre.tail")).to_contain_text("checked 42")
+    expect(part).to_contain_text("This version's checks")
+    expect(page.locator("#change dd[data-status]")).to_have_text("pending")          # still the human's call
+    # version 2 passes; the timeline tells both
+    with worker.client() as c:
+        propose(c, agent, {"app.py": "def charge(amount):\n    return round(amount * 2)\n"}, change=v1["change"])
+        rec = c.call("change.get", {"change": v1["change"]}, token=agent)
+    passed = part.locator("details[id^=review-check].pass")
+    expect(passed).to_have_count(1, timeout=30_000)
+    expect(passed).not_to_have_attribute("open", "")
+    passed.locator("summary").click()
+    expect(passed.locator("pre.tail")).to_contain_text("checked")
+    checked = page.locator("#part-timeline [data-kind=checked]")
+    expect(checked).to_have_count(2)
+    expect(checked.nth(0)).to_contain_text(re.compile(r"version 1 while it waits: not all passed.*tests fail in \d+ ms \(exit 4\)", re.S))
+    expect(checked.nth(1)).to_contain_text("version 2 while it waits: all passed")
+    assert rec["version"] == 2
