@@ -138,13 +138,14 @@ async def change(request: Request) -> Response:
     leases = [lease for lease in st["leases"] if lease["session"] == session
               or any(i.get("symbol") in symbols for i in lease["items"])]
     pending = next((p for p in st["pending"] if p.get("change") == cid), None)
+    split = request.query_params.get("view") == "split"
     timeline = await request.app.state.timelines.of(
         lambda start, limit: call(request, "log", {"from": start, "limit": limit}, repo=repo),
         repo, cid, rec.get("versions") or [rec["proposed_seq"]], st["next_seq"])
     comments = await versions.comment_states(lambda m, p: call(request, m, p, repo=repo), request.app.state.trees,
                                              timeline.comments(), timeline.commits(), rec["version"])
     return render(request, "change.html", {
-        "repo": repo, "rec": rec, "diff": diff, "files": views.diff_tables(diff["diff"], pending is not None), "st": st, "comments": comments,
+        "repo": repo, "rec": rec, "diff": diff, "files": views.diff_tables(diff["diff"], pending is not None, split), "split": split, "st": st, "comments": comments,
         "claims": views.claim_rows(rec.get("claim"), rec.get("facts")), "leases": leases, "pending": pending,
         "timeline": timeline, "approvals": timeline.notes_for(pending["seq"]) if pending else [],
         "queue_place": st["queue"].index(cid) + 1 if cid in st["queue"] else None},

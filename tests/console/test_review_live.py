@@ -132,6 +132,18 @@ def test_a_comment_reaches_the_agent_and_shows_resolved_or_open(stack, new_page,
         before = c.call("inbox", {}, token=agent)
     assert [e for e in before["events"] if e["kind"] == "comment"] == []
     page.goto(console.url + f"/r/demo/changes/{v1['change']}")
+    # a file list, and the diff side by side (old left, new right), kept by the live updates
+    files = page.locator("#part-diff nav.file-list a")
+    expect(files).to_have_count(2)
+    files.nth(1).click()
+    page.wait_for_url(re.compile(r"#file-2$"))
+    page.get_by_role("link", name="side by side").click()
+    page.wait_for_url(re.compile(r"\?view=split$"))
+    row = page.locator("#part-diff section.file[data-path='app.py'] table.diff.split tr:has(td.del)")
+    expect(row.locator("td.del")).to_contain_text("return amount * 2")
+    expect(row.locator("td.add")).to_contain_text("return round(amount * 2)")
+    row.scroll_into_view_if_needed()
+    shot(page, "change-split")
 
     # a line of the diff: its number fills the form; the comment asks for changes
     page.click("#part-diff section.file[data-path='app.py'] a[data-line='2']")
@@ -150,6 +162,7 @@ def test_a_comment_reaches_the_agent_and_shows_resolved_or_open(stack, new_page,
     comments = page.locator("#part-comments li[data-comment]")
     expect(comments).to_have_count(2)                                      # live
     expect(comments.first).to_contain_text("changes requested by human:alice on version 1")
+    expect(page.locator("#part-diff table.diff.split")).to_have_count(2)   # the live refresh kept the view
 
     with worker.client() as c:
         inbox = c.call("inbox", {}, token=agent)
