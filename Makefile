@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml constraints.txt 2>/dev/null | sha256sum | cut -c1-12)
 
-.PHONY: install system-deps harness-deps run lint test test-quick bench
+.PHONY: install system-deps harness-deps axe-deps run lint test test-quick bench
 
 install: $(STAMP)
 
@@ -51,6 +51,14 @@ harness-deps:
 	test -z "$$stale" || { mkdir -p .harness && npm install --prefix .harness --ignore-scripts --no-audit --no-fund \
 	  --no-save -q $$pkgs >/dev/null 2>.harness/npm.log || { cat .harness/npm.log >&2; exit 1; }; }
 
+# axe-core, which the console's accessibility test injects into each page (tests/console/test_accessibility.py),
+# pinned, into .axe/ (ignored by git; its own folder: an install into .harness/ would remove the harnesses).
+AXE_CORE_VERSION := 4.14.1
+axe-deps:
+	@test "$$(sed -n 's/^  "version": "\(.*\)".*/\1/p' .axe/node_modules/axe-core/package.json 2>/dev/null)" = "$(AXE_CORE_VERSION)" || { \
+	  mkdir -p .axe && npm install --prefix .axe --ignore-scripts --no-audit --no-fund --no-save -q axe-core@$(AXE_CORE_VERSION) \
+	  >/dev/null 2>.axe/npm.log || { cat .axe/npm.log >&2; exit 1; }; }
+
 run: $(STAMP)
 	@echo "starting the worker and the review console: open http://localhost:8765/ (Ctrl-C stops both)"
 	@$(BIN)/lonca up
@@ -60,7 +68,7 @@ lint: $(STAMP)
 	@$(BIN)/ruff check --quiet .
 	@$(BIN)/mypy
 
-test: $(STAMP) system-deps harness-deps lint
+test: $(STAMP) system-deps harness-deps axe-deps lint
 	@$(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
 
 # the quick subset: tests marked unit (no worker process, no browser; tests/conftest.py marks them)

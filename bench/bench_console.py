@@ -1,8 +1,12 @@
 """The review console in a real Chromium: time from a log entry to the DOM update (p95 over 50
 entries; baseline: the same entries followed straight from the socket with the long poll the
 console's SSE uses), and the server time of the review page with 1 000 pending changes
-(baseline: the `status` call the page is built from), and a change's page, first viewed (its
-timeline read from the log) and drawn again (baseline: the three calls the page is built from)."""
+(baseline: the `status` call the page is built from), a change's page, first viewed (its
+timeline read from the log) and drawn again (baseline: the three calls the page is built from),
+the page of a change with a 6,000-line diff (same baseline), and the fragment requests an open
+change page makes while 64 agents heartbeat (target 0; baseline: the heartbeats it was told of,
+which is what it requested before heartbeats stopped redrawing review pages)."""
+import base64
 import os
 import re
 import socket
@@ -24,7 +28,13 @@ ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--d
         "--disable-sync", "--no-first-run"]
 EVENTS = 50
 PENDING = 1000
+BIG_LINES = 6000
+AGENTS = 64
+BEATS = 5
 SCOPE = {"paths": ["**"], "symbols": None, "ops": [], "max_files": None, "max_lines": None, "scratch": []}
+# The entries the page's stream delivered, by op.
+COUNT = """() => { window.seen = {};
+  document.body.addEventListener('lonca:log', (e) => { seen[e.detail.op] = (seen[e.detail.op] || 0) + 1; }); }"""
 # The DOM time of each log row as it appears (the log page refreshes on every entry).
 OBSERVE = """() => { window.seen = {}; new MutationObserver(() => {
   document.querySelectorAll('#log tr[data-seq]').forEach(r => { window.seen[r.dataset.seq] ??= Date.now(); });
@@ -39,6 +49,19 @@ def _source() -> Path:
     for argv in (["init", "-q", "-b", "main"], ["add", "."], ["commit", "-qm", "bench"]):
         subprocess.run(["git", *argv], cwd=src, env=env, check=True, capture_output=True)
     return src
+
+
+def _big_change(c: Client, agent: str) -> str:
+    """A pending change that adds a file of BIG_LINES lines (pending/ is a critical path)."""
+    trunk = c.call("status", token=agent)["trunk"]
+    path = "pending/big.py"
+    text = "".join(f"def f{i}(x):\n    return x + {i}\n" for i in range(BIG_LINES // 2))
+    c.call("lease.acquire", {"set": None, "items": [{"symbol": f"{path}#<file>", "kind": "edit"}],
+                             "intent": "a big file", "ttl_ms": 3_600_000}, token=agent)
+    files = [{"path": path, "content_b64": base64.b64encode(text.encode()).decode(), "mode": None}]
+    facts = c.call("facts.preview", {"base": trunk, "files": files}, token=agent)["facts"]
+    return c.call("change.propose", {"change": None, "base": trunk, "files": files,
+                                     "claim": claim_from_facts(facts, "a big file")}, token=agent)["change"]
 
 
 def _port() -> int:
@@ -142,9 +165,30 @@ def main() -> None:
                     time.sleep(0.15)
             follower.join(30)
             socket_lat = [arrived[s] - t for s, t in base_made.items() if s in arrived]
+
+            # 2. an open change page (a 6,000-line diff) while 64 agents heartbeat: the fragment
+            # requests it makes (target 0), beside the heartbeats its stream delivered
+            with Client(w.socket) as c:
+                big = _big_change(c, agent)
+                children = [c.call("cap.attenuate", {"agent": f"hb{i}", "scope": SCOPE, "expires_ms": int(time.time() * 1000) + 3_600_000},
+                                   token=agent)["token"] for i in range(AGENTS)]
+            page.goto(url + f"/r/bench/changes/{big}")
+            page.wait_for_selector("#part-diff table.diff")
+            page.evaluate(COUNT)
+            page.wait_for_timeout(500)  # the SSE stream is open
+            fragments: list[str] = []
+            page.on("request", lambda r: fragments.append(r.url) if r.headers.get("hx-request") else None)
+            t = time.perf_counter()
+            with Client(w.socket) as c:
+                for _ in range(BEATS):
+                    for child in children:
+                        c.call("session.heartbeat", token=child)
+            page.wait_for_function(f"() => (window.seen.observe || 0) >= {AGENTS * BEATS}", timeout=60_000)
+            beat_s = time.perf_counter() - t
+            delivered = page.evaluate("() => window.seen.observe")
             browser.close()
 
-        # 2. the review page with 1 000 pending changes
+        # 3. the review page with 1 000 pending changes
         with Client(w.socket) as c:
             trunk = c.call("status", token=agent)["trunk"]
             for i in range(PENDING):
@@ -177,7 +221,7 @@ def main() -> None:
                 r = h.get("/r/bench/review")
                 page_ms.append((time.perf_counter() - t) * 1000)
                 assert r.status_code == 200 and r.text.count("<tr data-seq=") == pending
-            # 3. a change page: the first view reads its timeline from the log, later ones only what is new
+            # 4. a change page: the first view reads its timeline from the log, later ones only what is new
             t = time.perf_counter()
             r = h.get(f"/r/bench/changes/{first}")
             change_first_ms = (time.perf_counter() - t) * 1000
@@ -187,6 +231,21 @@ def main() -> None:
                 t = time.perf_counter()
                 h.get(f"/r/bench/changes/{first}")
                 change_ms.append((time.perf_counter() - t) * 1000)
+            # 5. the change page of a 6,000-line diff (its timeline read once already, above)
+            big_ms = []
+            for _ in range(10):
+                t = time.perf_counter()
+                r = h.get(f"/r/bench/changes/{big}")
+                big_ms.append((time.perf_counter() - t) * 1000)
+                assert r.status_code == 200 and r.text.count('<tr class="add">') == BIG_LINES
+        with Client(w.socket) as c:
+            big_calls_ms = []
+            for _ in range(10):
+                t = time.perf_counter()
+                for method, params in (("change.get", {"change": big}), ("change.diff", {"change": big, "format": None}),
+                                       ("status", {})):
+                    c.call(method, params, token=agent)
+                big_calls_ms.append((time.perf_counter() - t) * 1000)
     finally:
         console.terminate()
         console.wait(10)
@@ -198,4 +257,8 @@ def main() -> None:
         (f"review page, {pending} pending, p95 (ms)", pct(page_ms, 95), pct(status_ms, 95), "< 150"),
         (f"change page, first view, timeline over {entries_after} entries (ms)", change_first_ms, median(change_calls_ms), ""),
         ("change page, drawn again, median (ms)", median(change_ms), median(change_calls_ms), ""),
+        (f"change page, {BIG_LINES}-line diff, median (ms)", median(big_ms), median(big_calls_ms), "< 300"),
+        (f"change page, {BIG_LINES}-line diff, p95 (ms)", pct(big_ms, 95), pct(big_calls_ms, 95), "< 300"),
+        (f"open change page, {AGENTS} agents heartbeat: fragment requests/s (baseline: heartbeats/s it saw)",
+         len(fragments) / beat_s, delivered / beat_s, "0"),
     ])

@@ -189,6 +189,22 @@ async def _op_reject(body, request, repo):
     return op, f"reject entry {op['target_seq']}: {op['reason']}"
 
 
+async def _op_comment(body, request, repo):
+    """A comment on a file of the pending version, on one of its lines or symbols, perhaps asking
+    for changes; the worker checks that the file is one the change touches."""
+    line = str(body.get("line") or "").strip()
+    if line and not (line.isdigit() and 1 <= int(line) <= 10_000_000):
+        raise Refusal("the line is a line number of this version (1 or more), or empty")
+    path = body.get("path")
+    if not isinstance(path, str) or not path:
+        raise Refusal("choose the file the comment is on")
+    symbol = str(body.get("symbol") or "").strip() or None
+    op = {"op": "comment", "target_seq": _seq(body.get("target_seq")), "path": path, "line": int(line) if line else None,
+          "symbol": symbol, "text": _text(body.get("text"), "your comment"), "request_changes": bool(body.get("request_changes"))}
+    where = path + (f" line {op['line']}" if op["line"] else "") + (f" ({symbol})" if symbol else "")
+    return op, f"{'request changes' if op['request_changes'] else 'comment'} on entry {op['target_seq']} at {where}"
+
+
 async def _op_freeze(body, request, repo):
     op = {"op": body["kind"], "reason": _text(body.get("reason"), f"why you {body['kind']} it")}
     return op, f"{body['kind']} the repository: {op['reason']}"
@@ -248,8 +264,9 @@ async def _op_policy(body, request, repo):
     return op, f"put policy {op['policy'][:12]} in force in {repo}"
 
 
-OPS = {"policy.update": _op_policy, "approve": _op_approve, "reject": _op_reject, "freeze": _op_freeze, "unfreeze": _op_freeze,
-       "session.start": _op_session, "human.enroll": _op_enroll, "human.revoke": _op_revoke}
+OPS = {"policy.update": _op_policy, "approve": _op_approve, "reject": _op_reject, "comment": _op_comment,
+       "freeze": _op_freeze, "unfreeze": _op_freeze, "session.start": _op_session, "human.enroll": _op_enroll,
+       "human.revoke": _op_revoke}
 
 
 async def ceremony_begin(request: Request):

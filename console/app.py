@@ -6,7 +6,7 @@ from pathlib import Path
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import JSONResponse, PlainTextResponse
+from starlette.responses import FileResponse, JSONResponse, PlainTextResponse
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
@@ -20,7 +20,9 @@ from .enrolments import Enrolments
 from .log_verification import LogVerification
 from .rate_limits import RateLimit
 from .settings import Settings
+from .queue_stats import QueueStatsKept
 from .timeline import Timelines
+from .versions import Trees
 
 ROOT = Path(__file__).resolve().parent.parent
 # Nothing loads from anywhere but this console: no CDN, no font service, no frames.
@@ -54,6 +56,12 @@ async def http_error(request: Request, exc: HTTPException):
     return PlainTextResponse(exc.detail, status_code=exc.status_code)
 
 
+async def favicon(request: Request):
+    """Browsers ask for /favicon.ico whatever the page says: an SVG answers (not a 404 a page)."""
+    return FileResponse(ROOT / "static" / "favicon.svg", media_type="image/svg+xml",
+                        headers={"cache-control": "public, max-age=86400"})
+
+
 def create_app(settings: Settings) -> Starlette:
     @asynccontextmanager
     async def lifespan(app):
@@ -63,6 +71,7 @@ def create_app(settings: Settings) -> Starlette:
 
     routes = [
         Route("/", pages.home),
+        Route("/favicon.ico", favicon),
         Route("/enrol", pages.enrol),
         Route("/login", pages.login),
         Route("/repos", pages.repos),
@@ -70,6 +79,7 @@ def create_app(settings: Settings) -> Starlette:
         Route("/security", pages.security),
         Route("/r/{repo}/review", pages.review),
         Route("/r/{repo}/changes/{change}", pages.change),
+        Route("/r/{repo}/changes/{change}/compare", pages.compare),
         Route("/r/{repo}/queue", pages.queue),
         Route("/r/{repo}/sessions", pages.sessions),
         Route("/r/{repo}/log", pages.log),
@@ -93,6 +103,8 @@ def create_app(settings: Settings) -> Starlette:
     app.state.enrolment_limit = RateLimit(per_client=3, window_ms=600_000, overall=20)
     app.state.verification = LogVerification()
     app.state.timelines = Timelines()
+    app.state.trees = Trees()
+    app.state.queue_stats = QueueStatsKept()
     app.state.policy_texts = {}     # (repo, policy commit) -> its lonca.toml: a commit never changes
     app.state.templates = Jinja2Templates(directory=ROOT / "templates")
     views.register(app.state.templates.env)

@@ -53,6 +53,7 @@ class BrowserSession:
     credential_id: str | None = None
     registration: dict | None = None  # the pending navigator.credentials.create: challenge, human
     new_key: dict | None = None  # a key just registered, for bootstrap or an enrolment request
+    last_repo: str | None = None  # the repository the nav links to on pages of none (/repos, /keys, /security)
     ceremonies: OrderedDict = field(default_factory=OrderedDict)
 
     @property

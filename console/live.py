@@ -1,6 +1,6 @@
 """Live updates: one SSE stream per page, following a repository's log with the worker's long
 poll (`log` with `wait_ms`) on a connection of its own. static/live.js turns each event into the
-DOM event `lonca:log`, on which htmx refreshes the page's fragments."""
+DOM events `lonca:log` and `lonca:state`, on which htmx refreshes the page's fragments."""
 import json
 
 from sse_starlette.sse import EventSourceResponse
@@ -15,6 +15,7 @@ from . import views
 from .guard import session_of
 
 WAIT_MS = 25_000
+FINAL = ("forbidden", "not_found")    # refusals a reconnection would only meet again
 
 
 async def live(request: Request) -> Response:
@@ -42,8 +43,12 @@ async def live(request: Request) -> Response:
                         "actor": views.actor_label(en["actor"]), "time_ms": en["time_ms"]})}
                     start = en["seq"] + 1
         except (LoncaError, Unreachable) as e:
-            # the browser's EventSource reconnects by itself; say why this stream stopped
-            yield {"event": "stopped", "data": json.dumps({"error": f"{type(e).__name__}: {getattr(e, 'code', '')}"})}
+            # the browser's EventSource reconnects by itself; say why this stream stopped, and
+            # that it is for good when the worker refuses the repository itself (live.js closes it)
+            final = isinstance(e, LoncaError) and e.code in FINAL
+            yield {"event": "stopped", "data": json.dumps({"error": f"{type(e).__name__}: {getattr(e, 'code', '')}",
+                                                          "final": final}),
+                   **({"retry": 86_400_000} if final else {})}
         finally:
             client.close()
 

@@ -1,5 +1,5 @@
 """The console's pages. Each page renders whole for a browser and as its live fragment alone for
-htmx (HX-Request), which refreshes it on every log entry (`lonca:log`, see static/live.js)."""
+htmx (HX-Request), which refreshes it on log entries (`lonca:log`, or `lonca:state` for all but heartbeats and other observations: see static/live.js)."""
 import asyncio
 import base64
 
@@ -9,17 +9,22 @@ from starlette.responses import RedirectResponse, Response
 from lonca.client import Unreachable
 from lonca.protocol import LoncaError, now_ms
 
-from . import views
+from . import plots, queue_stats, versions, views
 from .actions import serves_repositories
 from .guard import NotLoggedIn, call, describe, session_of
 
 QUEUE_COLUMNS = ("queued", "verifying", "integrated", "conflicted", "failed")
+STOPPED = ("conflicted", "failed", "rejected", "withdrawn")
+RECENT = 20
 LOG_SHOWN = 200
 
 
 def render(request: Request, template: str, ctx: dict, fragment: str | None = None, status: int = 200) -> Response:
     s = session_of(request)
-    base = {"request": request, "human": s.human if s.logged_in else None, "csrf": s.csrf, "now_ms": now_ms()}
+    if s.logged_in and status == 200 and ctx.get("repo"):
+        s.last_repo = ctx["repo"]
+    base = {"request": request, "human": s.human if s.logged_in else None, "csrf": s.csrf, "now_ms": now_ms(),
+            "nav_repo": ctx.get("repo") or (s.last_repo if s.logged_in else None)}
     name = fragment if fragment and request.headers.get("hx-request") else template
     return request.app.state.templates.TemplateResponse(request, name, {**base, **ctx}, status_code=status)
 
@@ -38,7 +43,8 @@ def page(fn):
         except NotLoggedIn:
             return to_login(request)
         except (LoncaError, Unreachable) as e:
-            status = 404 if isinstance(e, LoncaError) and e.code == "not_found" else 502
+            code = e.code if isinstance(e, LoncaError) else None
+            status = 404 if code == "not_found" else 403 if code == "forbidden" else 502
             return render(request, "error.html", {"error": describe(e), "repo": request.path_params.get("repo")},
                           "_error.html", status)
     return handler
@@ -72,6 +78,8 @@ async def repos(request: Request) -> Response:
     names = await call(request, "repo.list")
     states = await asyncio.gather(*(call(request, "status", repo=n) for n in names))
     policies = await asyncio.gather(*(_policy_text(request, n, st["policy"]) for n, st in zip(names, states)))
+    if names and session_of(request).last_repo not in names:
+        session_of(request).last_repo = names[0]
     return render(request, "repos.html", {"repos": list(zip(names, states)), "policies": dict(zip(names, policies)),
                                           "requests": request.app.state.enrolments.all(),
                                           "namesakes": request.app.state.enrolments.namesakes()}, "_repos.html")
@@ -81,6 +89,8 @@ async def repos(request: Request) -> Response:
 async def keys(request: Request) -> Response:
     names = await call(request, "repo.list")
     states = await asyncio.gather(*(call(request, "status", repo=n) for n in names))
+    if names and session_of(request).last_repo not in names:
+        session_of(request).last_repo = names[0]
     return render(request, "keys.html", {"repos": list(zip(names, states)),
                                          "hardened": any(st["profile"] == "hardened" for st in states)})
 
@@ -134,11 +144,14 @@ async def change(request: Request) -> Response:
     leases = [lease for lease in st["leases"] if lease["session"] == session
               or any(i.get("symbol") in symbols for i in lease["items"])]
     pending = next((p for p in st["pending"] if p.get("change") == cid), None)
+    split = request.query_params.get("view") == "split"
     timeline = await request.app.state.timelines.of(
         lambda start, limit: call(request, "log", {"from": start, "limit": limit}, repo=repo),
         repo, cid, rec.get("versions") or [rec["proposed_seq"]], st["next_seq"])
+    comments = await versions.comment_states(lambda m, p: call(request, m, p, repo=repo), request.app.state.trees,
+                                             timeline.comments(), timeline.commits(), rec["version"])
     return render(request, "change.html", {
-        "repo": repo, "rec": rec, "diff": diff, "files": views.diff_files(diff["diff"]), "st": st,
+        "repo": repo, "rec": rec, "diff": diff, "files": views.diff_tables(diff["diff"], pending is not None, split), "split": split, "st": st, "comments": comments,
         "claims": views.claim_rows(rec.get("claim"), rec.get("facts")), "leases": leases, "pending": pending,
         "timeline": timeline, "approvals": timeline.notes_for(pending["seq"]) if pending else [],
         "queue_place": st["queue"].index(cid) + 1 if cid in st["queue"] else None},
@@ -146,10 +159,38 @@ async def change(request: Request) -> Response:
 
 
 @page
+async def compare(request: Request) -> Response:
+    """The diff between two versions of a change (?from=N&to=M), drawn on the server."""
+    repo, cid = request.path_params["repo"], request.path_params["change"]
+    rec, st = await asyncio.gather(call(request, "change.get", {"change": cid}, repo=repo), call(request, "status", repo=repo))
+    timeline = await request.app.state.timelines.of(
+        lambda start, limit: call(request, "log", {"from": start, "limit": limit}, repo=repo),
+        repo, cid, rec.get("versions") or [rec["proposed_seq"]], st["next_seq"])
+    commits = timeline.commits()
+    try:
+        old, new = int(request.query_params.get("from", "")), int(request.query_params.get("to", ""))
+    except ValueError:
+        old = new = 0
+    if old not in commits or new not in commits:
+        return render(request, "error.html", {"error": f"choose two versions of this change, 1 to {len(commits)} "
+                                                       "(?from=N&to=M)", "repo": repo}, status=400)
+    text, paths = await versions.compare(lambda m, p: call(request, m, p, repo=repo), request.app.state.trees,
+                                         commits[old], commits[new])
+    return render(request, "compare.html", {"repo": repo, "rec": rec, "old": old, "new": new, "commits": commits,
+                                            "paths": paths, "files": views.diff_tables(text, False)})
+
+
+@page
 async def queue(request: Request) -> Response:
+    """The queue now (its head is being verified), recent integrations, the changes that stopped
+    and why, and the day's plots; drawn again at every entry but a heartbeat."""
     repo = request.path_params["repo"]
     st = await call(request, "status", repo=repo)
+    stats = await request.app.state.queue_stats.of(
+        lambda start, limit: call(request, "log", {"from": start, "limit": limit}, repo=repo), repo, st["next_seq"])
+    by_id = {ch["change"]: ch for ch in st["changes"]}
     columns = {c: [] for c in QUEUE_COLUMNS}
+    stopped = []
     for ch in sorted(st["changes"], key=lambda c: c["created_ms"], reverse=True):
         name = ch["status"]["status"]
         if name == "queued" and st["queue"][:1] == [ch["change"]]:
@@ -158,7 +199,16 @@ async def queue(request: Request) -> Response:
             name = "failed"
         if name in columns:
             columns[name].append(ch)
-    return render(request, "queue.html", {"repo": repo, "st": st, "columns": columns}, "_queue.html")
+        if name in STOPPED:
+            stopped.append({**ch, "stop": name})
+    hours = queue_stats.hourly(stats, st["now_ms"])
+    recent = [{"time_ms": t, "change": by_id.get(c) or {"change": c}, "commit": commit, "took": took}
+              for t, c, commit, took in reversed(stats.integrations[-RECENT:])]
+    return render(request, "queue.html", {
+        "repo": repo, "st": st, "columns": columns, "stopped": stopped[:RECENT],
+        "line": [{"change": by_id[c], "place": i + 1, "queued_ms": stats.queued_ms.get(c)} for i, c in enumerate(st["queue"]) if c in by_id],
+        "recent": recent, "day": queue_stats.day_summary(stats, st["now_ms"]), "cut": stats.cut,
+        "per_hour": plots.per_hour(hours), "latency": plots.proposal_to_integration(hours)}, "_queue.html")
 
 
 @page

@@ -1,4 +1,4 @@
-"""A change's story from the log: each version proposed, approvals and rejections, withdrawal,
+"""A change's story from the log: each version proposed, approvals, rejections and comments, withdrawal,
 the checks of each integration attempt and the commit it became. The change page is drawn again
 at every log entry, so each change's timeline is kept with the seq it has read up to, and only
 the entries logged since are read (one short `log` call for a page already open)."""
@@ -19,6 +19,13 @@ class Timeline:
     items: list[dict] = field(default_factory=list)
     cut: bool = False               # the first view stopped before the log's end
 
+    def commits(self) -> dict[int, str]:
+        """version -> its commit."""
+        return {i["version"]: i["commit"] for i in self.items if i["kind"] == "proposed" and i["commit"]}
+
+    def comments(self) -> list[dict]:
+        return [i for i in self.items if i["kind"] == "commented" and i["outcome"] == "allow"]
+
     def notes_for(self, target_seq: int) -> list[dict]:
         """The approvals of one version, with their notes."""
         return [i for i in self.items if i["kind"] == "approved" and i["target_seq"] == target_seq]
@@ -30,8 +37,18 @@ def _item(kind: str, en: dict, **more) -> dict:
 
 
 def _checks(en: dict) -> list[dict]:
-    return [{"check": a["check"], "name": (a.get("details") or {}).get("name"), "result": a["result"],
-             "duration_ms": (a.get("details") or {}).get("duration_ms")} for a in en.get("evidence") or []]
+    """Each check of an integration attempt, with what says why one failed (its exit, a timeout,
+    output over the cap): never only "error in 4 ms"."""
+    out = []
+    for a in en.get("evidence") or []:
+        d = a.get("details") or {}
+        why = [f"exit {d['exit']}"] if "exit" in d and d["exit"] != "0" else []
+        why += ["timed out"] if d.get("timed_out") == "true" else []
+        why += ["output over the cap"] if d.get("output_over_cap") == "true" else []
+        why += [f"{d['attempts']} attempts"] if d.get("attempts", "1") != "1" else []
+        out.append({"check": a["check"], "name": d.get("name"), "result": a["result"], "duration_ms": d.get("duration_ms"),
+                    "why": ", ".join(why)})
+    return out
 
 
 def read_entry(t: Timeline, change: str, en: dict) -> None:
@@ -47,6 +64,13 @@ def read_entry(t: Timeline, change: str, en: dict) -> None:
     elif kind in ("approve", "reject") and op.get("target_seq") in t.versions:
         t.items.append(_item("approved" if kind == "approve" else "rejected", en, target_seq=op["target_seq"],
                              note=op.get("note") or op.get("reason") or "", checks=op.get("checks") or []))
+    elif kind == "comment" and op.get("target_seq") in t.versions:
+        t.items.append(_item("commented", en, target_seq=op["target_seq"], version=t.versions.index(op["target_seq"]) + 1,
+                             path=op.get("path"), line=op.get("line"), symbol=op.get("symbol"), text=op.get("text") or "",
+                             request_changes=bool(op.get("request_changes"))))
+    elif kind == "change.check" and op.get("change") == change:
+        version = next((i["version"] for i in t.items if i["kind"] == "proposed" and i["commit"] == op.get("commit")), None)
+        t.items.append(_item("checked", en, commit=op.get("commit"), version=version, checks=_checks(en)))
     elif kind == "change.withdraw" and op.get("change") == change:
         t.items.append(_item("withdrawn", en))
     elif kind == "change.integrate" and op.get("change") == change:

@@ -1,5 +1,6 @@
 """What templates need besides the data: labels, ages, and the diff split by file with syntax
 highlighting (Pygments, classes only: the stylesheet colours them)."""
+import hashlib
 import json
 import re
 from functools import lru_cache
@@ -15,6 +16,7 @@ from pygments.util import ClassNotFound
 from lonca import protocol
 from lonca.humansig import fingerprint
 
+from . import plots
 from .reasons import in_words
 
 MAX_DIFF_LINES = 20_000
@@ -97,6 +99,62 @@ def diff_files(diff: str) -> dict[str, list[tuple]]:
     return files
 
 
+def _new_no(b, comment_links: bool):
+    # the file's path is on its section (data-path): a link a line stays short
+    return f'<a href="#comment" data-line="{b}">{b}</a>' if b and comment_links else b
+
+
+def _split(rows: list[tuple], comment_links: bool) -> str:
+    """Side by side: context on both sides, each run of removed lines beside the added lines
+    that follow it."""
+    out: list[str] = []
+    dels: list[tuple] = []
+    adds: list[tuple] = []
+
+    def flush():
+        for i in range(max(len(dels), len(adds))):
+            d = dels[i] if i < len(dels) else None
+            a = adds[i] if i < len(adds) else None
+            out.append(f'<tr><td class="n">{d[1] if d else ""}</td><td class="code{" del" if d else " none"}"><code>{d[3] if d else ""}</code></td>'
+                       f'<td class="n">{_new_no(a[2], comment_links) if a else ""}</td><td class="code{" add" if a else " none"}"><code>{a[3] if a else ""}</code></td></tr>')
+        dels.clear()
+        adds.clear()
+    for row in rows:
+        kind, a, b, html = row
+        if kind == "del":
+            if adds:
+                flush()
+            dels.append(row)
+        elif kind == "add":
+            adds.append(row)
+        else:
+            flush()
+            if kind == "ctx":
+                out.append(f'<tr class="ctx"><td class="n">{a}</td><td class="code"><code>{html}</code></td>'
+                           f'<td class="n">{_new_no(b, comment_links)}</td><td class="code"><code>{html}</code></td></tr>')
+            else:
+                out.append(f'<tr class="{kind}"><td colspan="4" class="code"><code>{html}</code></td></tr>')
+    flush()
+    return "".join(out)
+
+
+@lru_cache(maxsize=32)
+def diff_tables(diff: str, comment_links: bool, split: bool = False) -> dict[str, Markup]:
+    """path -> the rows of its diff table as HTML, made once a diff: a 6,000-line diff drawn by
+    the template's loop cost most of the change page's time. With comment_links, each line number
+    of the new side is a link that picks the line for a comment (static/review.js). split: side by
+    side, old on the left."""
+    tables = {}
+    for path, rows in diff_files(diff).items():
+        if split:
+            tables[path] = Markup(_split(rows, comment_links))
+            continue
+        out = [f'<tr class="{kind}"><td class="n">{a}</td><td class="n">{_new_no(b, comment_links)}</td>'
+               f'<td class="code"><code>{html}</code></td></tr>' for kind, a, b, html in rows]
+        tables[path] = Markup("".join(out))
+    return tables
+
+
 def claim_rows(claim: dict | None, facts: dict | None) -> list[dict]:
     """Each claim field that lists symbols or files, beside what the facts say, flagged where
     they differ; a claimed value that is not a list of strings is shown as it came, and differs
@@ -113,5 +171,10 @@ def claim_rows(claim: dict | None, facts: dict | None) -> list[dict]:
     return rows
 
 
+def digest(html: str) -> str:
+    """A part's fingerprint: live.js replaces a part of a page only when this changes."""
+    return hashlib.sha256(str(html).encode()).hexdigest()[:16]
+
+
 def register(env) -> None:
-    env.filters.update(actor=actor_label, age=age, clock=clock, fingerprint=fingerprint, in_words=in_words)
+    env.filters.update(actor=actor_label, age=age, clock=clock, digest=digest, duration=plots.duration, fingerprint=fingerprint, in_words=in_words)

@@ -123,10 +123,11 @@ def message_blocks(session: AgentSession, producer: str, where: str, input_hash:
             pass
     by_sender: dict[str | None, list[dict]] = {}
     for e in events:
-        by_sender.setdefault(e.get("from"), []).append(e)
+        # a reviewer's comment is a human's words: it names the human, not a session
+        by_sender.setdefault(f"human:{e['human']}" if e.get("human") else e.get("from"), []).append(e)
     out = []
     for sender, evs in by_sender.items():
-        who = f"agent:{agents.get(sender, 'unknown')}/{sender}" if sender else "daemon"
+        who = sender if sender and sender.startswith("human:") else f"agent:{agents.get(sender, 'unknown')}/{sender}" if sender else "daemon"
         threads = sorted({e["thread"] for e in evs if e.get("thread")})
         data = message_data("\n".join(e["text"] for e in evs), reply_to=threads[0] if len(threads) == 1 else None)
         out.append(block("message", data, identity=who, producer=producer, where=where, input_hash=input_hash))

@@ -332,7 +332,8 @@ def change_json(rs: RepoState, rec: ChangeRec) -> dict:
             "facts": rec.facts, "status": rec.status, "provenance": rec.provenance, "proposed_seq": rec.proposed_seq,
             "created_ms": rec.created_ms, "version": rec.version, "versions": rec.versions, "checks": rec.checks,
             "runs": runs, "integrate_seq": rec.integrate_seq, "integrate_decision": rec.integrate_decision,
-            "evidence": rec.evidence, "intent": rec.intent, "paths": rec.paths, "session": rec.session}
+            "evidence": rec.evidence, "intent": rec.intent, "paths": rec.paths, "session": rec.session,
+            "review_seq": rec.review_seq, "review_commit": rec.review_commit, "review_evidence": rec.review_evidence}
 
 
 def evidence_of(store: pygit2.Repository, a: dict) -> dict:
@@ -359,8 +360,10 @@ async def get(call: Call) -> dict:
     rec = rs.changes.get(p["change"])
     if rec is None:
         raise LoncaError("not_found", f"no change {p['change']}")
-    out, attestations = change_json(rs, rec), list(rec.evidence)  # read on the loop: an integration replaces it
-    out["evidence"] = await on_store(call, lambda store: [evidence_of(store, a) for a in attestations])
+    # read on the loop: an integration (a check before the decision) replaces them
+    out, attestations, before = change_json(rs, rec), list(rec.evidence), list(rec.review_evidence)
+    out["evidence"], out["review_evidence"] = await on_store(
+        call, lambda store: ([evidence_of(store, a) for a in attestations], [evidence_of(store, a) for a in before]))
     return out
 
 

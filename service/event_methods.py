@@ -10,7 +10,7 @@ from .methods import Call, method
 from .state import RepoState
 from .store import TokenRow
 
-INBOX_KINDS = ("message", "lease_received", "symbols_changed", "reserved")
+INBOX_KINDS = ("message", "lease_received", "symbols_changed", "reserved", "comment")
 
 
 def session_events(rs: RepoState, session: str, start: int, now: int) -> list[dict]:
@@ -36,6 +36,11 @@ def inbox_line(e: dict) -> str:
         m = e["message"]
         body = str(m.get("note") or m.get("reason") or "")[:600]
         return f"Another agent's words (session {e['from']}, thread {e['thread']}, {m.get('type')}): {body}"
+    if e["kind"] == "comment":
+        where = e["path"] + (f" line {e['line']}" if e.get("line") else "") + (f" ({e['symbol']})" if e.get("symbol") else "")
+        ask = "asks for changes" if e["request_changes"] else "comments"
+        return (f"A human reviewer (human:{e['human']}) {ask} on your change {e['change']} at {where}, the reviewer's words: "
+                f"{e['body'][:600]}" + (" Propose a new version of the change that answers it." if e["request_changes"] else ""))
     if e["kind"] == "lease_received":
         return (f"You received lease set {e['set']} from session {e['from']}: you hold it now, with the "
                 "time it had; edit and propose (do not acquire it again), renew it if you need longer.")

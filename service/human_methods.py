@@ -16,7 +16,7 @@ from .auth import new_human_token, token_hash
 from .log import Draft, allow
 from .policy import load as load_policy
 from .methods import Call, method
-from .review_methods import decide_approve, decide_policy_update, decide_reject
+from .review_methods import decide_approve, decide_comment, decide_policy_update, decide_reject
 from .session_methods import decide_cap_revoke, decide_session_start
 from .store import NonceRow, PreparedRow, TokenRow
 
@@ -176,7 +176,7 @@ async def logout(call: Call) -> dict:
 
 # Operation kinds human.submit takes, each decided by its own function (later issues add more).
 SUBMIT_OPS = {"session.start": decide_session_start, "approve": decide_approve, "reject": decide_reject,
-              "policy.update": decide_policy_update, "cap.revoke": decide_cap_revoke}
+              "comment": decide_comment, "policy.update": decide_policy_update, "cap.revoke": decide_cap_revoke}
 
 
 @method("human.submit", "human", writes=True)

@@ -38,6 +38,7 @@ class Policy:
     case_twins: bool = False  # a new path may differ from another only in case (service/paths.py)
     presence_required: bool = False  # human writes need a key that proves presence (a hardened profile always does)
     distinct_humans: tuple[str, ...] = ()  # names that count as a human of their own though another enrolled them
+    checks_before_decision: bool = False  # a pending change's checks run on its own commit while it waits
     # [verification]
     build: tuple[str, ...] | None = None
     tests: tuple[str, ...] | None = None
@@ -218,6 +219,7 @@ SETTINGS = (
     Setting("review", "case_twins", "case_twins", "bool"),
     Setting("review", "presence_required", "presence_required", "bool"),
     Setting("review", "distinct_humans", "distinct_humans", "strings"),
+    Setting("review", "checks_before_decision", "checks_before_decision", "bool"),
     Setting("verification", "build", "build", "argv"),
     Setting("verification", "tests", "tests", "argv"),
     Setting("verification", "extended", "extended", "argv"),

@@ -64,6 +64,8 @@ class QueueRunner:
                     self._repair_trunk(rs)
                     while rs.queue and not rs.frozen:
                         await self._drain_once(rs)
+                    if rs.policy.checks_before_decision and not rs.frozen:
+                        await self._check_pending(rs)
                 except LoncaError as e:  # the log is not writable now (the database is away)
                     log.warning("the queue of %s waits: %s", rs.name, e.message)
                     await asyncio.sleep(1)
@@ -103,6 +105,31 @@ class QueueRunner:
             await self._land(rs, out.trunk_before, out.landed, verdict.detail if verdict else [])
         for q, verdict in out.rejected:
             await self._log_one(rs, q.change, [], verdict.detail, verdict.reasons)
+
+    async def _check_pending(self, rs: RepoState) -> None:
+        """[review] checks_before_decision: the oldest pending change whose version has not been
+        checked gets the checks it owes, on its own commit (not merged with trunk: the queue
+        verifies the candidate again), as a CI status on a pull request; logged as change.check.
+        One change a wake, so the queue's own work is never long behind."""
+        todo = [rec for rec in (rs.changes.get(p.change or "") for p in sorted(rs.pending.values(), key=lambda p: p.seq))
+                if rec is not None and rec.review_commit != rec.commit and rs.policy.runs(rec)]
+        if not todo:
+            return
+        rec = todo[0]
+        now, repo, commit = self.d.now_ms(), rs.name, rec.commit
+        snap = _Snapshot(rs.policy, {rec.id: rs.quota_reasons(rec.session, now)}, {rec.id: rs.policy.runs(rec) or []})
+        prefix = [self._queued(rs, rec.id)]
+        verdict = await asyncio.to_thread(lambda: self._verify(self.d.store(repo), snap, prefix, commit))
+
+        def decide() -> Draft:
+            if rs.changes[rec.id].commit != commit or rs.changes[rec.id].status["status"] != "pending":
+                raise _Moved()  # another version came, or a human decided meanwhile: it is not logged
+            return Draft(actor=DAEMON, op={"op": "change.check", "change": rec.id, "commit": commit},
+                         decision=allow() if verdict.ok else deny(*verdict.reasons), evidence=verdict.detail)
+        try:
+            await self.d.log.append(repo, decide)
+        except _Moved:
+            pass
 
     def _queued(self, rs: RepoState, cid: str) -> QueuedChange:
         rec = rs.changes[cid]

@@ -409,6 +409,23 @@ def _apply_reject(st: State, rs: RepoState, entry: dict, op: dict, outcome: str)
                   "change": rec.id}, rec.session or "")
 
 
+def _apply_comment(st: State, rs: RepoState, entry: dict, op: dict, outcome: str) -> None:
+    pending = rs.pending.get(op["target_seq"])
+    rec = rs.changes.get(pending.change) if pending and pending.change else None
+    if outcome != "allow" or rec is None:
+        return
+    rs.event({"kind": "comment", "seq": entry["seq"], "target_seq": op["target_seq"], "change": rec.id,
+              "human": entry["actor"]["name"], "path": op["path"], "line": op["line"],
+              "symbol": op["symbol"], "body": op["text"], "request_changes": op["request_changes"]}, rec.session or "")
+
+
+def _apply_check(st: State, rs: RepoState, entry: dict, op: dict, outcome: str) -> None:
+    """The checks of a pending change's version, run while it waits for a human."""
+    rec = rs.changes.get(op["change"])
+    if rec is not None:
+        rec.review_commit, rec.review_seq, rec.review_evidence = op["commit"], entry["seq"], entry["evidence"]
+
+
 def _duration(evidence: list[dict]) -> int:
     return sum(int(a["details"].get("duration_ms") or 0) for a in evidence)
 
@@ -524,6 +541,8 @@ REDUCERS: dict[str, Reducer] = {
     "change.withdraw": _apply_withdraw,
     "approve": _apply_approve,
     "reject": _apply_reject,
+    "comment": _apply_comment,
+    "change.check": _apply_check,
     "change.integrate": _apply_integrate,
     "change.integrate_batch": _apply_batch,
     "negotiate": _apply_negotiate,

@@ -1,4 +1,4 @@
-"""What humans decide: approve (with checks) and reject (with a reason) of a pending change,
+"""What humans decide: approve (with checks), reject (with a reason) and comment on a pending change,
 and the policy (human.prepare_policy, then a signed policy.update)."""
 import pygit2
 
@@ -44,6 +44,26 @@ def decide_reject(call: Call, rs: RepoState, op: dict) -> Draft:
         raise LoncaError("invalid", "reason is 1 to 4096 bytes: the requester reads it")
     pending = rs.pending.get(op["target_seq"])
     decision = deny("not_pending") if pending is None else allow()
+    return Draft(actor=call.auth.actor, op=op, decision=decision,
+                 result=lambda e: {"target_seq": op["target_seq"], "change": pending.change if pending else None})
+
+
+def decide_comment(call: Call, rs: RepoState, op: dict) -> Draft:
+    """A reviewer's comment on a file (a line of it, or a symbol) of a pending change's current
+    version, perhaps asking for changes: the change stays pending, its agent is told (events and
+    inbox, the kind comment) and answers with a new version. Not in the seed (docs/decisions.md)."""
+    if not 1 <= len(op["text"].strip().encode()) <= 4096:
+        raise LoncaError("invalid", "text is 1 to 4096 bytes: the agent reads it")
+    pending = rs.pending.get(op["target_seq"])
+    rec = rs.changes.get(pending.change) if pending and pending.change else None
+    if pending is None:
+        decision = deny("not_pending")
+    elif rec is None:
+        decision = deny("comment_not_a_change")
+    elif op["path"] not in rec.paths:
+        decision = deny(f"comment_path:{op['path'][:256]}")
+    else:
+        decision = allow()
     return Draft(actor=call.auth.actor, op=op, decision=decision,
                  result=lambda e: {"target_seq": op["target_seq"], "change": pending.change if pending else None})
 

@@ -163,7 +163,7 @@ class Tagged:
         if not isinstance(kind, str) or kind not in self.kinds:
             raise Invalid(f"{where}.{self.tag}", "must be one of " + ", ".join(f'"{k}"' for k in self.kinds))
         o = self.kinds[kind]
-        Obj({self.tag: Str(), **o.fields}, o.required).validate(v, where)
+        Obj({self.tag: Str(), **o.fields}, o.required, present=o.present).validate(v, where)
 
     def describe(self) -> str:
         return f"an object with {self.tag}"
@@ -269,6 +269,10 @@ SUBMIT_OPS = Tagged("op", {
     "approve": Obj({"target_seq": Int(1), "note": Str(TEXT_MAX, nullable=True), "checks": Arr(Str(NAME_MAX), nullable=True)},
                    frozenset({"target_seq"})),
     "reject": Obj({"target_seq": Int(1), "reason": Str(TEXT_MAX)}, frozenset({"target_seq", "reason"})),
+    # not in the seed: a reviewer's signed comment on a line or symbol of a pending change (docs/decisions.md)
+    "comment": Obj({"target_seq": Int(1), "path": PATH, "line": Int(1, nullable=True), "symbol": Str(1024, 1, nullable=True),
+                    "text": Str(TEXT_MAX), "request_changes": Bool()},
+                   frozenset({"target_seq", "path", "text", "request_changes"}), present=("line", "symbol")),
     "policy.update": Obj({"policy": GIT_ID}, frozenset({"policy"})),
     "human.enroll": Obj({"human": NAME, "key": HUMAN_KEY}, frozenset({"human", "key"})),
     "human.rotate": Obj({"human": NAME, "key": HUMAN_KEY}, frozenset({"human", "key"})),

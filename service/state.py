@@ -75,6 +75,9 @@ class ChangeRec:
     integrate_decision: dict | None = None
     evidence: list = field(default_factory=list)
     versions: list[int] = field(default_factory=list)  # proposed_seq of every version
+    review_commit: str | None = None    # the commit the last change.check ran on (checks before the decision)
+    review_seq: int | None = None
+    review_evidence: list = field(default_factory=list)
 
 
 @dataclass
