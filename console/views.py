@@ -70,6 +70,7 @@ def diff_files(diff: str) -> dict[str, list[tuple]]:
     files: dict[str, list[tuple]] = {}
     lines = lexer = None
     old_no = new_no = 0
+    header = False  # between a file's "diff --git" and its first hunk: git's header lines, not the file's
     for n, line in enumerate(diff.splitlines()):
         if n >= MAX_DIFF_LINES:
             if lines is not None:
@@ -78,9 +79,11 @@ def diff_files(diff: str) -> dict[str, list[tuple]]:
         if line.startswith("diff --git "):
             path = line.split(" b/", 1)[-1]
             lines, lexer = files.setdefault(path, []), _lexer(path)
-        elif lines is None or line.startswith(("--- ", "+++ ", "index ", "new file", "deleted file", "similarity", "rename ", "old mode", "new mode", "Binary")):
-            continue
+            header = True
+        elif lines is None or header and not line.startswith("@@"):
+            continue    # "--- a/…", "index …", modes, renames; a removed line "-- x" in a hunk is the file's
         elif line.startswith("@@"):
+            header = False
             m = re.match(r"^@@ -(\d+)(?:,\d+)? \+(\d+)", line)
             old_no, new_no = (int(m.group(1)), int(m.group(2))) if m else (0, 0)
             lines.append(("hunk", "", "", escape(line)))
