@@ -12,6 +12,7 @@ import pygit2
 from lonca.protocol import LoncaError
 
 TRUNK_REF = "refs/heads/main"
+UNMEDIATED_REFS = "refs/lonca/unmediated/"  # commits trunk's ref was moved to outside Lonca, kept
 LOCK_GRACE_S = 5.0  # a lock this young may be one a live writer is about to open
 log = logging.getLogger("lonca.daemon")
 DAEMON_SIG = ("Lonca", "daemon@lonca.invalid")
