@@ -27,7 +27,7 @@ HTTP_USER, HTTP_PASSWORD = "forge", "s3cret-never-logged"
 
 
 def need(path: str, package: str) -> None:
-    if not os.access(path, os.X_OK):
+    if not os.path.exists(path):
         message = f"{path} is missing: install the Debian package {package} (make system-deps)"
         if IN_CI:
             pytest.fail(message)
@@ -152,7 +152,9 @@ def https_forge(tmp_path: Path) -> Iterator[Forge]:
     `store` credential helper; url_of(name) is https://127.0.0.1:port/git/<name>.git, no user,
     no password."""
     need(LIGHTTPD, "lighttpd")
+    need("/usr/lib/lighttpd/mod_openssl.so", "lighttpd-mod-openssl")
     need(HTTP_BACKEND, "git")
+    need("/usr/bin/openssl", "openssl")
     d = tmp_path / "https"
     (d / "repos").mkdir(parents=True)
     (d / "www").mkdir()
