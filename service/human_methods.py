@@ -52,7 +52,7 @@ async def prepare_init(call: Call) -> dict:
     staging.parent.mkdir(parents=True, exist_ok=True)
     if source:
         remotes.check_remote(d.config.home, source, "import_from")
-        trunk, branch = await asyncio.to_thread(gitstore.import_branch, staging, source, branch)
+        trunk, branch = await asyncio.to_thread(remotes.import_store, staging, source, branch)
     else:
         trunk = await asyncio.to_thread(gitstore.create_empty, staging, d.now_ms())
 

@@ -11,11 +11,14 @@ cannot get from a helper or an agent fails with git's message instead of waiting
 from pathlib import Path
 import re
 import secrets
+import shutil
 
 import pygit2
 
 from lonca.protocol import LoncaError
 from lonca.queue.checks import run_check
+
+from .gitstore import TRUNK_REF
 
 REMOTE_RE = re.compile(r"^(https://|ssh://|[^/@\s:]+@[^:\s/]+:)")
 GIT_TIMEOUT_S = 300
@@ -83,3 +86,26 @@ def fetch(store: Path, remote: str, branch: str | None) -> str:
 def push(store: Path, remote: str, commit: str, branch: str) -> str:
     """Push `commit` to the remote's `branch`, fast-forward only; git's porcelain output."""
     return run_git(store, "push", "--porcelain", remote, f"{commit}:refs/heads/{branch}")
+
+
+def default_branch(store: Path, remote: str) -> str:
+    """The branch the remote's HEAD names (a repository made with `git init -b trunk`, or a
+    `master` one, has no `main`); `main` when it names none, as a bundle may not."""
+    for line in run_git(store, "ls-remote", "--symref", remote, "HEAD").splitlines():
+        if line.startswith("ref: refs/heads/") and line.endswith("\tHEAD"):
+            return line[len("ref: refs/heads/"):-len("\tHEAD")]
+    return "main"
+
+
+def import_store(path: Path, source: str, branch: str | None) -> tuple[str, str]:
+    """A new bare store at `path` whose trunk is `branch` (default: the source's default branch)
+    of `source`: (trunk, the branch fetched). Nothing is left at `path` when it fails."""
+    pygit2.init_repository(str(path), bare=True)
+    try:
+        branch = branch or default_branch(path, source)
+        commit = fetch(path, source, branch)
+        pygit2.Repository(str(path)).references.create(TRUNK_REF, pygit2.Oid(hex=commit), force=True)
+    except LoncaError:
+        shutil.rmtree(path, ignore_errors=True)
+        raise
+    return commit, branch

@@ -59,11 +59,13 @@ def entries(c, token, kind):
 
 
 def bridge_round(w, forge, tmp_path, url_of):
-    """Import, up to date, push to an empty repository, not fast-forward both ways, unreachable."""
+    """Init from the remote, import, up to date, push to an empty repository, not fast-forward
+    both ways, unreachable; no password anywhere in the log or the worker's output."""
     dev = upstream(tmp_path, forge.repo("app"))
     key = human_key("alice")
     c = w.client().connect()
-    init_repo(c, key, "demo", import_from=str(dev))
+    first = init_repo(c, key, "demo", import_from=url_of("app"))  # repo.init's import_from, over the same remote
+    assert first["op"]["trunk"] == git("rev-parse", "HEAD", cwd=dev)
     token = login(c, key)
     head = commit(dev, "app.py", "def charge(amount):\n    return amount * 3\n\n\ndef refund(x):\n    return x\n", "upstream")
     git("push", "-q", str(forge.root / "app.git"), "main:main", cwd=dev)
