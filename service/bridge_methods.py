@@ -44,9 +44,9 @@ async def _prepared(call: Call, op: dict, prepare: str) -> None:
 async def prepare_import(call: Call) -> dict:
     d, rs = call.ctx, call.repo_state()
     remote, branch = call.params["remote"], call.params.get("branch")
-    remotes.check_remote(d.config.home, remote)
+    from_copy = remotes.check_remote(d.config, remote)
     trunk = rs.trunk  # read on the loop: the threads read no live state
-    commit = await asyncio.to_thread(remotes.fetch, d.config.store_path(rs.name), remote, branch)
+    commit = await asyncio.to_thread(remotes.fetch, d.config.store_path(rs.name), remote, branch, from_copy)
     await on_store(call, _fast_forward, trunk, commit)
     op = {"op": "import.external", "remote": remote, "commit": commit, "trunk_before": trunk}
     await d.db_write([PreparedRow(op_hash=content_hash(op), kind="import.external", created_ms=d.now_ms())])
@@ -92,7 +92,7 @@ def decide_import(call: Call, rs: RepoState, op: dict, *, facts: dict) -> Draft:
 async def prepare_push(call: Call) -> dict:
     d, rs = call.ctx, call.repo_state()
     remote = call.params["remote"]
-    remotes.check_remote(d.config.home, remote)
+    remotes.check_remote(d.config, remote, push=True)
     op = {"op": "bridge.push", "remote": remote, "oplog_seq": rs.next_seq - 1, "oplog_hash": rs.head_hash}
     await d.db_write([PreparedRow(op_hash=content_hash(op), kind="bridge.push", created_ms=d.now_ms())])
     return {"op": op}
@@ -101,7 +101,7 @@ async def prepare_push(call: Call) -> dict:
 def decide_push(call: Call, rs: RepoState, op: dict) -> Draft:
     """The push itself runs after the entry is durable (submit_push): what it pushes is trunk
     as of this entry, which the log's replay gives."""
-    remotes.check_remote(call.ctx.config.home, op["remote"])
+    remotes.check_remote(call.ctx.config, op["remote"], push=True)
     trunk = rs.trunk
     return Draft(actor=call.auth.actor, op=op, decision=allow(), result=lambda e: {"trunk": trunk})
 

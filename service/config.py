@@ -35,6 +35,11 @@ class Config:
     limits: Limits = field(default_factory=Limits)
     allowed_uids: frozenset[int] = frozenset()  # besides our own
     clock_offset_ms: int = 0  # an injectable clock shift for tests (LONCA_CLOCK_OFFSET_MS)
+    # seed 001, repo.prepare_init: local paths a remote may name are under one of these, when
+    # any is given (--local-root, LONCA_LOCAL_ROOT with os.pathsep between folders) ...
+    local_roots: tuple[Path, ...] = ()
+    # ... and a Git bundle directly in this folder is read from a copy (--import-dir, LONCA_IMPORT_DIR)
+    import_dir: Path | None = None
 
     @property
     def repos_dir(self) -> Path:
@@ -71,4 +76,6 @@ def from_env() -> Config:
         limits=_env_override(Limits()),
         allowed_uids=uids,
         clock_offset_ms=int(os.environ.get("LONCA_CLOCK_OFFSET_MS", "0")),
+        local_roots=tuple(Path(r) for r in os.environ.get("LONCA_LOCAL_ROOT", "").split(os.pathsep) if r),
+        import_dir=Path(os.environ["LONCA_IMPORT_DIR"]) if os.environ.get("LONCA_IMPORT_DIR") else None,
     )

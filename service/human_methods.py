@@ -51,8 +51,8 @@ async def prepare_init(call: Call) -> dict:
     staging = d.config.repos_dir / ".staging" / secrets.token_hex(8)
     staging.parent.mkdir(parents=True, exist_ok=True)
     if source:
-        remotes.check_remote(d.config.home, source, "import_from")
-        trunk, branch = await asyncio.to_thread(remotes.import_store, staging, source, branch)
+        from_copy = remotes.check_remote(d.config, source, "import_from")
+        trunk, branch = await asyncio.to_thread(remotes.import_store, staging, source, branch, from_copy)
     else:
         trunk = await asyncio.to_thread(gitstore.create_empty, staging, d.now_ms())
 

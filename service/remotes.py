@@ -8,16 +8,19 @@ Each run is bounded as a verification check is (queue.checks.run_check): its own
 hard time limit, capped output, and the group killed at the end, so an ssh that hangs on a dead
 host never outlives it. It has no terminal (a new session): a remote that wants a password it
 cannot get from a helper or an agent fails with git's message instead of waiting for a prompt."""
+import os
 from pathlib import Path
 import re
 import secrets
 import shutil
+import stat
 
 import pygit2
 
 from lonca.protocol import LoncaError
 from lonca.queue.checks import run_check
 
+from .config import Config
 from .gitstore import TRUNK_REF
 
 REMOTE_RE = re.compile(r"^(https://|ssh://|[^/@\s:]+@[^:\s/]+:)")
@@ -34,24 +37,55 @@ GIT_CONFIG = ("-c", "protocol.allow=never", "-c", "protocol.file.allow=always", 
               "-c", "protocol.ssh.allow=always", "-c", "gc.auto=0", "-c", "maintenance.auto=false")
 
 
-def check_remote(home: Path, source: str, what: str = "the remote") -> None:
-    """`invalid` for a remote of another form or one holding a password, `forbidden` for a path
-    inside the daemon's home, `git` for a path that does not exist."""
+def check_remote(config: Config, source: str, what: str = "the remote", push: bool = False) -> bool:
+    """True when `source` is a bundle of the import folder (read from a copy: fetch's
+    `from_copy`). `invalid` for a remote of another form or one holding a password;
+    `forbidden` for a local path the daemon may not use: inside its home, outside every
+    --local-root given, anything in the import folder but a regular file directly in it, and a
+    push there; `git` for a path that does not exist."""
     if source.startswith("-"):
         raise LoncaError("invalid", f"{what} may not begin with '-'")
-    if source.startswith("/"):
-        p = Path(source).resolve()
-        home = home.resolve()
-        if p == home or home in p.parents:
-            raise LoncaError("forbidden", f"{what} may not name a path inside the daemon's home")
-        if not p.exists():
-            raise LoncaError("git", f"{source} does not exist")
-        return
-    if not REMOTE_RE.match(source):
-        raise LoncaError("invalid", f"{what} is an absolute path, https://, ssh:// or user@host:path")
-    if re.match(r"^(https|ssh)://[^/@]*:[^/@]*@", source):
-        raise LoncaError("invalid", f"{what} may not hold a password: name the user only and let git's credential "
-                                    "helper or your SSH agent authenticate")
+    if not source.startswith("/"):
+        if not REMOTE_RE.match(source):
+            raise LoncaError("invalid", f"{what} is an absolute path, https://, ssh:// or user@host:path")
+        if re.match(r"^(https|ssh)://[^/@]*:[^/@]*@", source):
+            raise LoncaError("invalid", f"{what} may not hold a password: name the user only and let git's "
+                                        "credential helper or your SSH agent authenticate")
+        return False
+    p = Path(source).resolve()
+    drop = config.import_dir.resolve() if config.import_dir else None
+    if drop is not None and (Path(source).parent.resolve() == drop or drop in p.parents or p == drop):
+        if push:
+            raise LoncaError("forbidden", f"{what} may not be in the import folder {drop}: it is read, never written")
+        if Path(source).parent.resolve() != drop or not Path(source).is_file() or Path(source).is_symlink():
+            raise LoncaError("forbidden", f"in the import folder {drop}, {what} is a Git bundle directly in it (a "
+                                          "regular file, not a link)")
+        return True
+    home = config.home.resolve()
+    if p == home or home in p.parents:
+        raise LoncaError("forbidden", f"{what} may not name a path inside the daemon's home")
+    if config.local_roots and not any(p == r.resolve() or r.resolve() in p.parents for r in config.local_roots):
+        raise LoncaError("forbidden", f"{what} is outside the folders this daemon may read (--local-root: "
+                                      f"{', '.join(str(r) for r in config.local_roots)})")
+    if not p.exists():
+        raise LoncaError("git", f"{source} does not exist")
+    return False
+
+
+def _copy_bundle(source: str, folder: Path) -> Path:
+    """A copy of the bundle at `source`, opened without following a link (it may have been
+    replaced by one since it was checked), in `folder`."""
+    try:
+        fd = os.open(source, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError as e:
+        raise LoncaError("forbidden", f"{source} can not be read as a regular file: {e.strerror}") from None
+    with os.fdopen(fd, "rb") as src:
+        if not stat.S_ISREG(os.fstat(src.fileno()).st_mode):
+            raise LoncaError("forbidden", f"{source} is not a regular file")
+        copy = folder / f"lonca-import-{secrets.token_hex(8)}.bundle"
+        with open(copy, "wb") as out:
+            shutil.copyfileobj(src, out)
+    return copy
 
 
 def run_git(store: Path, *args: str) -> str:
@@ -66,9 +100,16 @@ def run_git(store: Path, *args: str) -> str:
     return text
 
 
-def fetch(store: Path, remote: str, branch: str | None) -> str:
+def fetch(store: Path, remote: str, branch: str | None, from_copy: bool = False) -> str:
     """The commit `branch` (default: what the remote's HEAD names) of `remote`, its objects
-    fetched into the store; `git` when it can not be fetched."""
+    fetched into the store; `git` when it can not be fetched. With from_copy, `remote` is a
+    bundle of the import folder, read from a copy of our own (check_remote)."""
+    if from_copy:
+        copy = _copy_bundle(remote, store.parent)
+        try:
+            return fetch(store, str(copy), branch or "main")  # a bundle may name no HEAD
+        finally:
+            copy.unlink(missing_ok=True)
     src = "HEAD" if branch is None else f"refs/heads/{branch}"
     if branch is not None and not pygit2.reference_is_valid_name(src):
         raise LoncaError("invalid", f"{branch!r} is not a branch name git accepts")
@@ -97,13 +138,13 @@ def default_branch(store: Path, remote: str) -> str:
     return "main"
 
 
-def import_store(path: Path, source: str, branch: str | None) -> tuple[str, str]:
+def import_store(path: Path, source: str, branch: str | None, from_copy: bool = False) -> tuple[str, str]:
     """A new bare store at `path` whose trunk is `branch` (default: the source's default branch)
     of `source`: (trunk, the branch fetched). Nothing is left at `path` when it fails."""
     pygit2.init_repository(str(path), bare=True)
     try:
-        branch = branch or default_branch(path, source)
-        commit = fetch(path, source, branch)
+        branch = branch or ("main" if from_copy else default_branch(path, source))
+        commit = fetch(path, source, branch, from_copy)
         pygit2.Repository(str(path)).references.create(TRUNK_REF, pygit2.Oid(hex=commit), force=True)
     except LoncaError:
         shutil.rmtree(path, ignore_errors=True)

@@ -228,3 +228,42 @@ def test_trunk_moved_outside_lonca_is_logged_not_adopted(make_worker, tmp_path, 
     assert c.call("status", repo="demo", token=token)["trunk"] == trunk
     c.close()
     assert w.cli("audit", "verify").returncode == 0
+
+
+def test_local_roots_and_import_dir(make_worker, tmp_path, monkeypatch):
+    """--local-root: local remotes only under those folders; --import-dir: a bundle directly in
+    it is read from a copy, a link or anything below it is forbidden, and so is a push there."""
+    allowed, drop = tmp_path / "allowed", tmp_path / "drop"
+    allowed.mkdir()
+    (drop / "sub").mkdir(parents=True)
+    w = make_worker({"LONCA_LOCAL_ROOT": str(allowed), "LONCA_IMPORT_DIR": str(drop)})
+    monkeypatch.setenv("LONCA_HUMANS", w.env["LONCA_HUMANS"])
+    dev = git_repo(allowed / "dev", {"a.txt": "a\n"})
+    outside = git_repo(tmp_path / "outside", {"a.txt": "a\n"})
+    key = human_key("alice")
+    c = w.client().connect()
+    with pytest.raises(LoncaError) as e:
+        init_repo(c, key, "demo", import_from=str(outside))
+    assert e.value.code == "forbidden" and "--local-root" in e.value.message
+    init_repo(c, key, "demo", import_from=str(dev))
+    token = login(c, key)
+
+    head = commit(dev, "a.txt", "b\n", "upstream")
+    git("bundle", "create", "-q", str(drop / "up.bundle"), "main", cwd=dev)
+    (drop / "link.bundle").symlink_to(drop / "up.bundle")
+    git("bundle", "create", "-q", str(drop / "sub" / "deep.bundle"), "main", cwd=dev)
+    for remote in (drop / "link.bundle", drop / "sub" / "deep.bundle", drop / "sub", outside):
+        with pytest.raises(LoncaError) as e:
+            c.call("human.prepare_import", {"remote": str(remote)}, repo="demo", token=token)
+        assert e.value.code == "forbidden", remote
+    for remote in (drop / "up.bundle", drop / "new.git"):
+        with pytest.raises(LoncaError) as e:
+            c.call("human.prepare_push", {"remote": str(remote)}, repo="demo", token=token)
+        assert e.value.code == "forbidden", remote
+
+    op = c.call("human.prepare_import", {"remote": str(drop / "up.bundle")}, repo="demo", token=token)["op"]
+    assert op["commit"] == head and submit(c, key, token, op)["decision"]["outcome"] == "allow"
+    assert c.call("status", repo="demo", token=token)["trunk"] == head
+    assert sorted(p.name for p in drop.iterdir()) == ["link.bundle", "sub", "up.bundle"]  # the copy is gone
+    assert not list((w.home / "repos").glob("*.bundle"))
+    c.close()
