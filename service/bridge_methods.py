@@ -4,6 +4,7 @@ branch of a remote onto trunk, fast-forward only (import.external), and pushes t
 service/remotes.py's; this module adds its kinds to human.submit's tables when the worker loads it."""
 import asyncio
 from functools import partial
+from typing import Awaitable, Callable
 
 import pygit2
 
@@ -12,7 +13,7 @@ from lonca.protocol import LoncaError
 
 from . import gitstore, remotes
 from .change_build import facts_of
-from .change_methods import _leases_on, facts_json
+from .change_methods import leases_on, facts_json
 from .human_methods import SUBMIT_AROUND, SUBMIT_OPS
 from .log import Draft, allow, deny
 from .methods import Call, method
@@ -21,6 +22,7 @@ from .reducers import changed_symbols
 from .state import RepoState
 from .store import PreparedRow
 
+Append = Callable[..., Awaitable[dict]]  # human.submit's append(decide_op=its own): the answer
 PUSH_BRANCH = "main"  # trunk's name in the store (gitstore.TRUNK_REF), and on the remote
 
 
@@ -53,7 +55,7 @@ async def prepare_import(call: Call) -> dict:
     return {"op": op}
 
 
-async def submit_import(call: Call, rs: RepoState, op: dict, append) -> dict:
+async def submit_import(call: Call, rs: RepoState, op: dict, append: Append) -> dict:
     """The facts of trunk_before -> commit (off the loop), then the decision."""
     await _prepared(call, op, "human.prepare_import")
     d = call.ctx
@@ -74,7 +76,7 @@ def decide_import(call: Call, rs: RepoState, op: dict, *, facts: dict) -> Draft:
                                              "prepare the import again")
     if rs.frozen is not None:
         return Draft(actor=call.auth.actor, op=op, decision=deny(f"frozen:{rs.frozen}"), facts=facts)
-    sets = _leases_on(rs, changed_symbols(facts) + facts.get("affected", []), None, d.now_ms())
+    sets = leases_on(rs, changed_symbols(facts) + facts.get("affected", []), None, d.now_ms())
     info = [f"affected_lease:{rs.sets[sid].session}:{sid}" for sid in sorted(sets)]
 
     def move() -> None:
@@ -106,7 +108,7 @@ def decide_push(call: Call, rs: RepoState, op: dict) -> Draft:
     return Draft(actor=call.auth.actor, op=op, decision=allow(), result=lambda e: {"trunk": trunk})
 
 
-async def submit_push(call: Call, rs: RepoState, op: dict, append) -> dict:
+async def submit_push(call: Call, rs: RepoState, op: dict, append: Append) -> dict:
     await _prepared(call, op, "human.prepare_push")
     res = await append()
     if res["decision"]["outcome"] != "allow":
