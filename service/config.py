@@ -50,6 +50,11 @@ class Config:
         return self.repos_dir / f"{repo}.git"
 
     @property
+    def backups_dir(self) -> Path:
+        """repo.backup's bundles; the one place in the home repo.restore may read."""
+        return self.home / "backups"
+
+    @property
     def key_path(self) -> Path:
         return self.home / "daemon.key"
 

@@ -37,12 +37,13 @@ GIT_CONFIG = ("-c", "protocol.allow=never", "-c", "protocol.file.allow=always", 
               "-c", "protocol.ssh.allow=always", "-c", "gc.auto=0", "-c", "maintenance.auto=false")
 
 
-def check_remote(config: Config, source: str, what: str = "the remote", push: bool = False) -> bool:
+def check_remote(config: Config, source: str, what: str = "the remote", push: bool = False, backups: bool = False) -> bool:
     """True when `source` is a bundle of the import folder (read from a copy: fetch's
     `from_copy`). `invalid` for a remote of another form or one holding a password;
     `forbidden` for a local path the daemon may not use: inside its home, outside every
-    --local-root given, anything in the import folder but a regular file directly in it, and a
-    push there; `git` for a path that does not exist."""
+    --local-root given (with `backups`, the daemon's own backups excepted), anything in the
+    import folder but a regular file directly in it, and a push there; `git` for a path that
+    does not exist."""
     if source.startswith("-"):
         raise LoncaError("invalid", f"{what} may not begin with '-'")
     if not source.startswith("/"):
@@ -62,9 +63,10 @@ def check_remote(config: Config, source: str, what: str = "the remote", push: bo
                                           "regular file, not a link)")
         return True
     home = config.home.resolve()
-    if p == home or home in p.parents:
+    own_backup = backups and config.backups_dir.resolve() in p.parents
+    if (p == home or home in p.parents) and not own_backup:
         raise LoncaError("forbidden", f"{what} may not name a path inside the daemon's home")
-    if config.local_roots and not any(p == r.resolve() or r.resolve() in p.parents for r in config.local_roots):
+    if config.local_roots and not own_backup and not any(p == r.resolve() or r.resolve() in p.parents for r in config.local_roots):
         raise LoncaError("forbidden", f"{what} is outside the folders this daemon may read (--local-root: "
                                       f"{', '.join(str(r) for r in config.local_roots)})")
     if not p.exists():
@@ -98,6 +100,18 @@ def run_git(store: Path, *args: str) -> str:
     if run.result != "pass":
         raise LoncaError("git", text or run.error or f"git {args[0]} failed")
     return text
+
+
+def fetch_every_ref(store: Path, remote: str, from_copy: bool = False) -> None:
+    """Every ref of `remote` (a backup bundle, a bare store, a remote Lonca pushed to) into the
+    new store at `store`, under the same names."""
+    if from_copy:
+        copy = _copy_bundle(remote, store.parent)
+        try:
+            return fetch_every_ref(store, str(copy))
+        finally:
+            copy.unlink(missing_ok=True)
+    run_git(store, "fetch", "--quiet", "--no-tags", "--no-write-fetch-head", remote, "+refs/*:refs/*")
 
 
 def fetch(store: Path, remote: str, branch: str | None, from_copy: bool = False) -> str:

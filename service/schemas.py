@@ -315,6 +315,8 @@ SCHEMAS: dict[str, Obj] = {
     "repo.init": params({"op": REPO_INIT_OP, "sig": SIGNATURE}, ["op", "sig"]),
     "human.submit": params({"op": SUBMIT_OPS, "sig": SIGNATURE, "workspace": Str(4096, 1, nullable=True, check=_absolute)},
                            ["op", "sig"]),
+    "repo.backup": NONE,
+    "repo.restore": params({"repo": NAME, "from": REMOTE}, ["repo", "from"]),
     "human.prepare_import": params({"remote": REMOTE, "branch": Str(255, 1, nullable=True)}, ["remote"]),
     "human.prepare_push": params({"remote": REMOTE}, ["remote"]),
     "human.prepare_policy": params({"config": Str(1 << 20), "policy": Str(1 << 20, nullable=True)}, ["config"]),
