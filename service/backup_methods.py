@@ -18,6 +18,7 @@ import tempfile
 from pathlib import Path
 
 import pygit2
+from sqlalchemy import insert as insert_into
 from sqlmodel import Session
 
 from lonca.audit import verify_entries, write_witness
@@ -52,8 +53,18 @@ def write_bundle(store: pygit2.Repository, path: Path, refs: dict[str, str], ext
     """A v2 bundle at `path` of `refs` (name -> id) with everything they and `extra` reach;
     written beside it and renamed into place, so a reader never sees half of one."""
     builder = pygit2.PackBuilder(store)
+    walker = None  # add_recur takes a commit's tree, not its parents: the history comes from a walk
     for oid in sorted(set(refs.values()) | {e for e in extra if e in store}):
-        builder.add_recur(pygit2.Oid(hex=oid))
+        obj = store[oid]
+        if isinstance(obj, pygit2.Commit):
+            if walker is None:
+                walker = store.walk(obj.id, pygit2.enums.SortMode.NONE)
+            else:
+                walker.push(obj.id)
+        else:
+            builder.add_recur(obj.id)
+    for commit in walker or ():
+        builder.add_recur(commit.id)
     with tempfile.TemporaryDirectory(prefix="lonca-backup-", dir=path.parent) as tmp:
         builder.write(tmp)
         [pack] = Path(tmp).glob("pack-*.pack")
@@ -154,8 +165,9 @@ async def restore(call: Call) -> dict:
     st = await asyncio.to_thread(replay)
 
     def insert() -> None:
-        with Session(d.engine) as s:
-            s.add_all([LogRow(repo=name, seq=json.loads(t)["seq"], entry=t, hash=h, sig=g) for t, h, g in rows])
+        with Session(d.engine) as s:  # one executemany, as the log writer's commit does
+            s.execute(insert_into(LogRow), [{"repo": name, "seq": n, "entry": t, "hash": h, "sig": g}
+                                            for n, (t, h, g) in enumerate(rows, 1)])
             s.commit()
     await d.log.on_db(insert)
     if d.state.repo(name):  # a repo.init of the same name won the race while this one was written

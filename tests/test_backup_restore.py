@@ -56,7 +56,9 @@ def test_backup_and_restore_round_trip(make_worker, tmp_path, monkeypatch):
     c, token = busy["client"], busy["token"]
     before = c.call("status", repo="demo", token=token)
     diff = c.call("change.diff", {"change": busy["change"]}, repo="demo", token=token)
+    first = c.call("repo.backup", {}, repo="demo", token=token)  # the second backup's log commit has a parent
     out = a.cli_json("backup")
+    assert out["path"] == first["path"]
     assert out["seq"] == before["next_seq"] - 1 and out["head_hash"] == before["head_hash"]
     assert out["daemon_key"] == before["daemon_key"] and out["path"].startswith(str(a.home / "backups"))
     bundle = tmp_path / "carried.bundle"
