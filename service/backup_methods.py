@@ -26,7 +26,6 @@ from lonca.canonical import canonical
 from lonca.protocol import LoncaError
 
 from . import remotes
-from .log import entry_json
 from .methods import Call, method
 from .read_methods import on_store
 from .state import State
@@ -35,6 +34,7 @@ from .store import LogRow, read_log
 LOG_REF = "refs/lonca/log"
 LOG_FILE = "log.jsonl"
 _GIT_ID = re.compile(r"[0-9a-f]{40}")
+_LINE = re.compile(r'\{"entry":(\{.*\}),"hash":"([0-9a-f]{64})","sig":"([0-9a-f]+)"\}')
 _SIG = ("Lonca", "daemon@lonca.invalid")
 
 
@@ -89,7 +89,8 @@ async def backup(call: Call) -> dict:
 
     def work(store: pygit2.Repository) -> None:
         rows = read_log(d.engine, name, 1, seq)
-        text = "".join(json.dumps(entry_json(r), ensure_ascii=False, separators=(",", ":")) + "\n" for r in rows)
+        # the entry's text as it is stored (canonical: what its hash covers), not parsed again
+        text = "".join(f'{{"entry":{r.entry},"hash":"{r.hash}","sig":"{r.sig}"}}\n' for r in rows)
         extra = set().union(*(named_ids(json.loads(r.entry)["op"]) for r in rows))
         tb = store.TreeBuilder()
         tb.insert(LOG_FILE, store.create_blob(text.encode()), pygit2.GIT_FILEMODE_BLOB)
@@ -113,7 +114,10 @@ def _read_log(store: Path) -> list[tuple[str, str, str]]:
                                     "repo.backup, `lonca backup`)") from None
     rows = []
     for n, line in enumerate(blob.data.decode("utf-8").splitlines(), 1):
-        try:
+        if m := _LINE.fullmatch(line):  # as repo.backup writes it: the entry's text is the hashed one
+            rows.append((m[1], m[2], m[3]))
+            continue
+        try:  # any other spelling of the export format
             item = json.loads(line)
             rows.append((canonical(item["entry"]).decode("utf-8"), item["hash"], item["sig"]))
         except (ValueError, KeyError, TypeError):
