@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pygit2
 from sqlalchemy import insert as insert_into
+from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
 from lonca.audit import verify_entries, write_witness
@@ -79,6 +80,20 @@ def write_bundle(store: pygit2.Repository, path: Path, refs: dict[str, str], ext
         os.replace(partial, path)
 
 
+def log_commit(store: pygit2.Repository, engine: Engine, name: str, seq: int, now_ms: int) -> list[LogRow]:
+    """Point refs/lonca/log at a commit of the log up to `seq` (its parent: the one it named
+    before, so pushes of it fast-forward); the rows written."""
+    rows = read_log(engine, name, 1, seq)
+    # the entry's text as it is stored (canonical: what its hash covers), not parsed again
+    text = "".join(f'{{"entry":{r.entry},"hash":"{r.hash}","sig":"{r.sig}"}}\n' for r in rows)
+    tb = store.TreeBuilder()
+    tb.insert(LOG_FILE, store.create_blob(text.encode()), pygit2.GIT_FILEMODE_BLOB)
+    sig = pygit2.Signature(*_SIG, now_ms // 1000, 0)
+    parents = [store.references[LOG_REF].target] if LOG_REF in store.references else []
+    store.create_commit(LOG_REF, sig, sig, f"Lonca log of {name} to seq {seq}\n", tb.write(), parents)
+    return rows
+
+
 @method("repo.backup", "human")
 async def backup(call: Call) -> dict:
     d, rs = call.ctx, call.repo_state()
@@ -88,15 +103,8 @@ async def backup(call: Call) -> dict:
     path = d.config.backups_dir / f"{name}-{seq}.bundle"
 
     def work(store: pygit2.Repository) -> None:
-        rows = read_log(d.engine, name, 1, seq)
-        # the entry's text as it is stored (canonical: what its hash covers), not parsed again
-        text = "".join(f'{{"entry":{r.entry},"hash":"{r.hash}","sig":"{r.sig}"}}\n' for r in rows)
+        rows = log_commit(store, d.engine, name, seq, d.now_ms())
         extra = set().union(*(named_ids(json.loads(r.entry)["op"]) for r in rows))
-        tb = store.TreeBuilder()
-        tb.insert(LOG_FILE, store.create_blob(text.encode()), pygit2.GIT_FILEMODE_BLOB)
-        sig = pygit2.Signature(*_SIG, d.now_ms() // 1000, 0)
-        parents = [store.references[LOG_REF].target] if LOG_REF in store.references else []
-        store.create_commit(LOG_REF, sig, sig, f"Lonca log of {name} to seq {seq}\n", tb.write(), parents)
         refs = {r: str(store.references[r].resolve().target) for r in store.references
                 if r.startswith("refs/") and not r.startswith("refs/lonca/fetch/")}
         write_bundle(store, path, refs, extra)

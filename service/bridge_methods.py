@@ -12,6 +12,7 @@ from lonca.canonical import content_hash
 from lonca.protocol import LoncaError
 
 from . import gitstore, remotes
+from .backup_methods import LOG_REF, log_commit
 from .change_build import facts_of
 from .change_methods import leases_on, facts_json
 from .human_methods import SUBMIT_AROUND, SUBMIT_OPS
@@ -24,6 +25,7 @@ from .store import PreparedRow
 
 Append = Callable[..., Awaitable[dict]]  # human.submit's append(decide_op=its own): the answer
 PUSH_BRANCH = "main"  # trunk's name in the store (gitstore.TRUNK_REF), and on the remote
+POLICY_REF = "refs/lonca/policy"
 
 
 def _fast_forward(store: pygit2.Repository, trunk: str, commit: str) -> None:
@@ -102,7 +104,8 @@ async def prepare_push(call: Call) -> dict:
 
 def decide_push(call: Call, rs: RepoState, op: dict) -> Draft:
     """The push itself runs after the entry is durable (submit_push): what it pushes is trunk
-    as of this entry, which the log's replay gives."""
+    as of this entry, which the log's replay gives, with the log up to this entry under
+    refs/lonca/log and the policy commit under refs/lonca/policy (what repo.restore reads)."""
     remotes.check_remote(call.ctx.config, op["remote"], push=True)
     trunk = rs.trunk
     return Draft(actor=call.auth.actor, op=op, decision=allow(), result=lambda e: {"trunk": trunk})
@@ -113,9 +116,17 @@ async def submit_push(call: Call, rs: RepoState, op: dict, append: Append) -> di
     res = await append()
     if res["decision"]["outcome"] != "allow":
         return res
+    d, name, seq, policy = call.ctx, rs.name, res["seq"], rs.policy_id
+
+    def work(store: pygit2.Repository) -> str:
+        """Trunk, the log up to this entry (a restore's source) and the policy commit, which
+        lives off trunk and reaches every earlier one."""
+        log_commit(store, d.engine, name, seq, d.now_ms())
+        refs = {f"refs/heads/{PUSH_BRANCH}": res["trunk"], LOG_REF: str(store.references[LOG_REF].target),
+                POLICY_REF: policy}
+        return remotes.push(d.config.store_path(name), op["remote"], refs)
     try:
-        out = await asyncio.to_thread(remotes.push, call.ctx.config.store_path(rs.name), op["remote"], res["trunk"],
-                                      PUSH_BRANCH)
+        out = await on_store(call, work)
     except LoncaError as e:
         raise LoncaError("git", f"{e.message} (the bridge.push entry, seq {res['seq']}, stands: once the remote "
                                 "takes trunk, push again with a new human.prepare_push)") from None

@@ -138,9 +138,10 @@ def fetch(store: Path, remote: str, branch: str | None, from_copy: bool = False)
         repo.references.delete(ref)
 
 
-def push(store: Path, remote: str, commit: str, branch: str) -> str:
-    """Push `commit` to the remote's `branch`, fast-forward only; git's porcelain output."""
-    return run_git(store, "push", "--porcelain", remote, f"{commit}:refs/heads/{branch}")
+def push(store: Path, remote: str, refs: dict[str, str]) -> str:
+    """Push each commit to its ref of the remote (ref -> commit), fast-forward only and all or
+    none (--atomic: a refused trunk leaves no log ref behind); git's porcelain output."""
+    return run_git(store, "push", "--porcelain", "--atomic", remote, *(f"{commit}:{ref}" for ref, commit in refs.items()))
 
 
 def default_branch(store: Path, remote: str) -> str:

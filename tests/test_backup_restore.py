@@ -140,3 +140,32 @@ def test_restore_refuses_a_log_that_does_not_verify(make_worker, tmp_path, monke
         assert not (b.home / "repos" / "demo.git").exists() and not list((b.home / "repos" / ".staging").iterdir())
     finally:
         b.stop()
+
+
+def test_restore_from_a_remote_lonca_pushed_to(make_worker, tmp_path, monkeypatch):
+    """bridge.push carries the log (refs/lonca/log) and the policy commit (refs/lonca/policy):
+    the forge's bare repository is enough to restore the repository on a fresh worker."""
+    a = make_worker()
+    monkeypatch.setenv("LONCA_HUMANS", a.env["LONCA_HUMANS"])
+    busy = busy_repository(a, tmp_path)
+    c, token = busy["client"], busy["token"]
+    forge = tmp_path / "forge.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(forge)], check=True)
+    pushed = a.cli_json("push", str(forge))
+    assert "refs/lonca/log" in pushed["push"] and "refs/lonca/policy" in pushed["push"]
+    before = c.call("status", repo="demo", token=token)
+    c.close()
+    a.stop()
+
+    b = fresh_worker(tmp_path, "b", a.env["LONCA_HUMANS"], key_from=a.home / "daemon.key")
+    try:
+        restored = b.cli_json("restore", "demo", "--from", str(forge))
+        assert restored["seq"] == pushed["seq"] and restored["seq"] == before["next_seq"] - 1  # the push's own entry
+        assert b.cli("audit", "verify").returncode == 0
+        c = b.client().connect()
+        token = login(c, busy["key"])
+        after = c.call("status", repo="demo", token=token)
+        assert (after["trunk"], after["policy"], after["policy_checks"]) == (before["trunk"], before["policy"], before["policy_checks"])
+        c.close()
+    finally:
+        b.stop()

@@ -84,6 +84,7 @@ def bridge_round(w, forge, tmp_path, url_of):
     forge.repo("mirror")
     out = w.cli_json("push", url_of("mirror"))
     assert out["decision"]["outcome"] == "allow" and "refs/heads/main" in out["push"] and "[new branch]" in out["push"]
+    assert "refs/lonca/log" in out["push"] and "refs/lonca/policy" in out["push"]
     assert git("--git-dir", str(forge.root / "mirror.git"), "rev-parse", "main", cwd=tmp_path) == head
     assert entries(c, token, "bridge.push")[0]["op"]["remote"] == url_of("mirror")
 
@@ -98,6 +99,8 @@ def bridge_round(w, forge, tmp_path, url_of):
     with pytest.raises(LoncaError) as e:
         submit(c, key, token, op)
     assert e.value.code == "git" and "rejected" in e.value.message and "stands" in e.value.message
+    refs = git("--git-dir", str(forge.root / "app.git"), "for-each-ref", "--format=%(refname)", cwd=tmp_path)
+    assert refs == "refs/heads/main"  # --atomic: the log and policy refs did not go without trunk
     assert len(entries(c, token, "bridge.push")) == 2
 
     # nothing answers: git, for import and push alike; the push entry stands
