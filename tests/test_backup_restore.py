@@ -3,7 +3,8 @@ integrated change, a policy update, an import) is backed up with `lonca backup`,
 `lonca restore` on a fresh worker with another home (the daemon key file carried over, as a
 machine's restore does), `lonca audit verify` passes there, what the log names is there (the
 change's diff) and a new session works. A bundle of another name, a restored name, a tampered log
-and a daemon on another key are refused."""
+and a daemon on another key are refused. The backed-up worker runs on SQLite; the restoring one on
+each database (a restore writes the log table)."""
 import json
 import shutil
 import subprocess
@@ -19,13 +20,9 @@ from test_leases import wait_status
 APP = "def charge(amount):\n    return amount * 2\n\n\ndef refund(x):\n    return x\n"
 
 
-@pytest.fixture
-def database_url():
-    return None     # the log travels through git here; the store tests run both databases
-
-
-def fresh_worker(tmp_path, name: str, humans: str, key_from=None) -> Worker:
-    w = Worker(tmp_path / name, None, {"LONCA_HUMANS": humans})
+def fresh_worker(tmp_path, name: str, humans: str, key_from=None, database_url: str | None = None) -> Worker:
+    """A worker with a home of its own (SQLite, or the database given), on the key file given."""
+    w = Worker(tmp_path / name, database_url, {"LONCA_HUMANS": humans})
     (tmp_path / name).mkdir()
     w.home.mkdir(mode=0o700)
     if key_from is not None:
@@ -49,26 +46,28 @@ def busy_repository(w, tmp_path) -> dict:
     return {"client": c, "token": token, "change": change, "key": key}
 
 
-def test_backup_and_restore_round_trip(make_worker, tmp_path, monkeypatch):
-    a = make_worker()
-    monkeypatch.setenv("LONCA_HUMANS", a.env["LONCA_HUMANS"])
-    busy = busy_repository(a, tmp_path)
-    c, token = busy["client"], busy["token"]
-    before = c.call("status", repo="demo", token=token)
-    diff = c.call("change.diff", {"change": busy["change"]}, repo="demo", token=token)
-    first = c.call("repo.backup", {}, repo="demo", token=token)  # the second backup's log commit has a parent
-    out = a.cli_json("backup")
-    assert out["path"] == first["path"]
-    assert out["seq"] == before["next_seq"] - 1 and out["head_hash"] == before["head_hash"]
-    assert out["daemon_key"] == before["daemon_key"] and out["path"].startswith(str(a.home / "backups"))
-    bundle = tmp_path / "carried.bundle"
-    shutil.copy(out["path"], bundle)
-    heads = subprocess.run(["git", "bundle", "list-heads", str(bundle)], capture_output=True, text=True, check=True).stdout
-    assert "refs/heads/main" in heads and "refs/lonca/log" in heads
-    c.close()
-    a.stop()
+def test_backup_and_restore_round_trip(database_url, tmp_path, monkeypatch):
+    monkeypatch.setenv("LONCA_HUMANS", str(tmp_path / "humans"))
+    a = fresh_worker(tmp_path, "a", str(tmp_path / "humans"))
+    try:
+        busy = busy_repository(a, tmp_path)
+        c, token = busy["client"], busy["token"]
+        before = c.call("status", repo="demo", token=token)
+        diff = c.call("change.diff", {"change": busy["change"]}, repo="demo", token=token)
+        first = c.call("repo.backup", {}, repo="demo", token=token)  # the second backup's log commit has a parent
+        out = a.cli_json("backup")
+        assert out["path"] == first["path"]
+        assert out["seq"] == before["next_seq"] - 1 and out["head_hash"] == before["head_hash"]
+        assert out["daemon_key"] == before["daemon_key"] and out["path"].startswith(str(a.home / "backups"))
+        bundle = tmp_path / "carried.bundle"
+        shutil.copy(out["path"], bundle)
+        heads = subprocess.run(["git", "bundle", "list-heads", str(bundle)], capture_output=True, text=True, check=True).stdout
+        assert "refs/heads/main" in heads and "refs/lonca/log" in heads
+        c.close()
+    finally:
+        a.stop()
 
-    b = fresh_worker(tmp_path, "b", a.env["LONCA_HUMANS"], key_from=a.home / "daemon.key")
+    b = fresh_worker(tmp_path, "b", a.env["LONCA_HUMANS"], key_from=a.home / "daemon.key", database_url=database_url)
     try:
         restored = b.cli_json("restore", "demo", "--from", str(bundle))
         assert restored == {"repo": "demo", "seq": out["seq"], "head_hash": out["head_hash"],
