@@ -188,6 +188,20 @@ def test_remotes_refused(make_worker, tmp_path, monkeypatch):
         submit(c, key, token, op)
     assert e.value.code == "invalid" and "human.prepare_push" in e.value.message
     assert not entries(c, token, "bridge.push")
+
+    # a signature replayed, or made for another repository, is refused and logs nothing
+    mirror = tmp_path / "mirror.git"
+    git("init", "-q", "--bare", str(mirror), cwd=tmp_path)
+    op = c.call("human.prepare_push", {"remote": str(mirror)}, repo="demo", token=token)["op"]
+    with pytest.raises(LoncaError) as e:
+        c.call("human.submit", {"op": op, "sig": key.sign_op("other", op)}, repo="demo", token=token)
+    assert e.value.code == "denied"
+    sig = key.sign_op("demo", op)
+    assert c.call("human.submit", {"op": op, "sig": sig}, repo="demo", token=token)["decision"]["outcome"] == "allow"
+    with pytest.raises(LoncaError) as e:
+        c.call("human.submit", {"op": op, "sig": sig}, repo="demo", token=token)
+    assert e.value.code == "denied" and "nonce" in e.value.message
+    assert len(entries(c, token, "bridge.push")) == 1
     c.close()
 
 
