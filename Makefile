@@ -17,12 +17,19 @@ $(STAMP): pyproject.toml constraints.txt
 	@$(BIN)/python -c "import lonca.service.daemon, lonca.symbols, playwright, mcp" || (echo "install failed" >&2; exit 1)
 	@rm -f $(VENV)/.installed-*; touch $@
 
-# Debian packages the tests drive: chromium (browser tests), universal-ctags (symbols cross-check), git.
+# Debian packages the tests drive: chromium (browser tests), universal-ctags (symbols cross-check), git;
+# the forges of tests/forge.py: openssh-server and openssh-client (sshd, ssh-agent), lighttpd with
+# its TLS module in front of git-http-backend, openssl for their test certificate.
 system-deps:
 	@missing=""; \
 	command -v chromium >/dev/null || missing="$$missing chromium"; \
 	command -v ctags >/dev/null || missing="$$missing universal-ctags"; \
 	command -v git >/dev/null || missing="$$missing git"; \
+	test -x /usr/sbin/sshd || missing="$$missing openssh-server"; \
+	command -v ssh-agent >/dev/null || missing="$$missing openssh-client"; \
+	test -x /usr/sbin/lighttpd || missing="$$missing lighttpd"; \
+	test -e /usr/lib/lighttpd/mod_openssl.so || missing="$$missing lighttpd-mod-openssl"; \
+	command -v openssl >/dev/null || missing="$$missing openssl"; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ]; then \
 	    echo "installing Debian packages:$$missing"; \

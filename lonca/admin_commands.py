@@ -21,7 +21,11 @@ from lonca.protocol import LOGIN_TTL_DEFAULT_MS, LoncaError, actor_label, now_ms
 
 
 def register(sub) -> None:
-    sub.add_parser("daemon", help="run the worker in the foreground").set_defaults(run=cmd_daemon)
+    dm = sub.add_parser("daemon", help="run the worker in the foreground")
+    dm.set_defaults(run=cmd_daemon)
+    dm.add_argument("--local-root", action="append", metavar="DIR",
+                    help="a folder local remotes may be under (repeat it for more; default: anywhere outside the home)")
+    dm.add_argument("--import-dir", metavar="DIR", help="a folder whose Git bundles imports may read (from a copy)")
 
     i = command(sub, "init", "create a repository (empty, or imported from a git branch)", cmd_init, human=True)
     i.add_argument("repo")
@@ -76,6 +80,10 @@ def cmd_daemon(args) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     faulthandler.enable()  # a crash in a native library leaves its trace in the worker's output
     cfg = service_config.from_env()
+    if args.local_root:
+        cfg.local_roots = tuple(Path(r).resolve() for r in args.local_root)
+    if args.import_dir:
+        cfg.import_dir = Path(args.import_dir).resolve()
 
     def ready(daemon):
         print(f"lonca daemon: listening on {cfg.socket}", flush=True)

@@ -4,7 +4,7 @@ import argparse
 import sys
 
 import lonca
-from lonca import admin_commands, console_commands, harness, runner_commands
+from lonca import admin_commands, bridge_commands, console_commands, harness, runner_commands
 from lonca import lonis, mcp_bridge
 from lonca.client import Unreachable
 from lonca.output import REFUSED, UNREACHABLE, USAGE, Usage, fail
@@ -26,6 +26,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mode", choices=lonis.MODES, help="output of the Lonis provider commands (default json: blocks)")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     admin_commands.register(sub)
+    bridge_commands.register(sub)
     console_commands.register(sub)
     runner_commands.register(sub)
     harness.register(sub)

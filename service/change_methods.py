@@ -185,7 +185,7 @@ def decide_proposal(rs: RepoState, session: str, change: str | None, facts: dict
     for sym in facts["signature_changes"]:
         info_r.append(f"signature_change:{sym}")
     info_r += [f"affected_lease:{rs.sets[sid].session}:{sid}"
-               for sid in sorted(_leases_on(rs, facts["affected"], session, now))]
+               for sid in sorted(leases_on(rs, facts["affected"], session, now))]
     if deny_r:
         return deny(*deny_r, *esc_r, *info_r), details, []
     ws = rs.workspace_sessions(session)
@@ -213,7 +213,7 @@ def observation_reasons(rec, paths: list[str], policy: Policy) -> list[str]:
     return out
 
 
-def _leases_on(rs: RepoState, symbols: list[str], session: str | None, now: int) -> set[str]:
+def leases_on(rs: RepoState, symbols: list[str], session: str | None, now: int) -> set[str]:
     """Sets of other sessions holding now (or pinned) an item that covers one of `symbols` or
     that one covers; looked up by path in the lease index, not over every set."""
     found: set[str] = set()

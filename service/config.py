@@ -38,6 +38,11 @@ class Config:
     # who then can not read the human's file key (README, "Agents under another user")
     socket_group: str | None = None
     clock_offset_ms: int = 0  # an injectable clock shift for tests (LONCA_CLOCK_OFFSET_MS)
+    # seed 001, repo.prepare_init: local paths a remote may name are under one of these, when
+    # any is given (--local-root, LONCA_LOCAL_ROOT with os.pathsep between folders) ...
+    local_roots: tuple[Path, ...] = ()
+    # ... and a Git bundle directly in this folder is read from a copy (--import-dir, LONCA_IMPORT_DIR)
+    import_dir: Path | None = None
 
     @property
     def repos_dir(self) -> Path:
@@ -46,6 +51,11 @@ class Config:
     def store_path(self, repo: str) -> Path:
         """The bare git store of a repository."""
         return self.repos_dir / f"{repo}.git"
+
+    @property
+    def backups_dir(self) -> Path:
+        """repo.backup's bundles; the one place in the home repo.restore may read."""
+        return self.home / "backups"
 
     @property
     def key_path(self) -> Path:
@@ -75,4 +85,6 @@ def from_env() -> Config:
         allowed_uids=uids,
         socket_group=os.environ.get("LONCA_SOCKET_GROUP") or None,
         clock_offset_ms=int(os.environ.get("LONCA_CLOCK_OFFSET_MS", "0")),
+        local_roots=tuple(Path(r) for r in os.environ.get("LONCA_LOCAL_ROOT", "").split(os.pathsep) if r),
+        import_dir=Path(os.environ["LONCA_IMPORT_DIR"]) if os.environ.get("LONCA_IMPORT_DIR") else None,
     )

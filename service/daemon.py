@@ -237,7 +237,11 @@ class Daemon:
                                     "let it finish (or stop it) and start the worker again")
         store = gitstore.open_store(path)
         want = state.repos[repo].trunk
-        if gitstore.trunk(store) != want:
+        found = gitstore.trunk(store)
+        if found != want and found not in state.repos[repo].trunks:
+            log.error("%s: trunk's ref names %s, which was never trunk: it was moved outside Lonca; the merge queue "
+                      "logs it (import.unmediated) and sets it back", repo, found)
+        elif found != want:
             log.warning("%s: trunk's ref was not the last integration's; set back to %s", repo, want)
             try:
                 gitstore.move_trunk(store, path, want)

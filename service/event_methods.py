@@ -45,6 +45,8 @@ def inbox_line(e: dict) -> str:
         return (f"You received lease set {e['set']} from session {e['from']}: you hold it now, with the "
                 "time it had; edit and propose (do not acquire it again), renew it if you need longer.")
     if e["kind"] == "symbols_changed":
+        if e["change"] is None:  # a human's import.external
+            return f"An import from upstream changed symbols your leases touch: {', '.join(e['symbols'][:10])}; sync."
         return f"Change {e['change']} changes symbols your leases touch: {', '.join(e['symbols'][:10])}."
     return f"Reserved for you until {e['until_ms']} ms: {', '.join(i['symbol'] for i in e['items'])}; acquire it now."
 

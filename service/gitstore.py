@@ -1,9 +1,8 @@
-"""One bare git store per repository, with pygit2: creating trunk, importing a branch, reading
-trees and blobs."""
+"""One bare git store per repository, with pygit2: creating trunk, reading trees and blobs
+(importing a branch is service/remotes.py's)."""
 import base64
 import logging
 import os
-import shutil
 import time
 from pathlib import Path
 
@@ -12,6 +11,7 @@ import pygit2
 from lonca.protocol import LoncaError
 
 TRUNK_REF = "refs/heads/main"
+UNMEDIATED_REFS = "refs/lonca/unmediated/"  # commits trunk's ref was moved to outside Lonca, kept
 LOCK_GRACE_S = 5.0  # a lock this young may be one a live writer is about to open
 log = logging.getLogger("lonca.daemon")
 DAEMON_SIG = ("Lonca", "daemon@lonca.invalid")
@@ -35,33 +35,6 @@ def create_empty(path: Path, now_ms: int) -> str:
     sig = pygit2.Signature(*DAEMON_SIG, now_ms // 1000, 0)
     oid = repo.create_commit(TRUNK_REF, sig, sig, "Lonca: empty trunk\n", tree, [])
     return str(oid)
-
-
-def default_branch(remote: pygit2.Remote) -> str:
-    """The branch the source's HEAD names (a repository made with `git init -b trunk`, or a
-    `master` one, has no `main`); `main` when the source names none, as a bundle may not."""
-    for head in remote.list_heads():
-        if head.name == "HEAD" and head.symref_target and head.symref_target.startswith("refs/heads/"):
-            return head.symref_target[len("refs/heads/"):]
-    return "main"
-
-
-def import_branch(path: Path, source: str, branch: str | None) -> tuple[str, str]:
-    """A bare store whose trunk is `branch` (default: the source's own default branch) fetched
-    from `source`; (trunk, the branch fetched). `git` on any failure."""
-    repo = pygit2.init_repository(str(path), bare=True)
-    try:
-        remote = repo.remotes.create_anonymous(source)
-        branch = branch or default_branch(remote)
-        remote.fetch([f"+refs/heads/{branch}:{TRUNK_REF}"], depth=0)
-    except (pygit2.GitError, KeyError, ValueError) as e:
-        shutil.rmtree(path, ignore_errors=True)
-        raise LoncaError("git", f"fetching {branch or 'the default branch'} from {source} failed: {e}") from None
-    try:
-        return str(repo.references[TRUNK_REF].target), branch
-    except KeyError:
-        shutil.rmtree(path, ignore_errors=True)
-        raise LoncaError("git", f"{source} has no branch {branch}") from None
 
 
 def open_store(path: Path) -> pygit2.Repository:

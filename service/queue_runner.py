@@ -2,7 +2,8 @@
 proposal or an approval, and every two seconds anyway), integrates with `lonca.queue`, runs the
 checks the policy owes, and logs `change.integrate` / `change.integrate_batch`. Trunk's ref moves
 only after the entry is durable; at start it is repaired from the log (see Daemon._check_store),
-and on every wake when a move failed (a stale `main.lock`, see gitstore). An integration is not
+and on every wake when a move failed (a stale `main.lock`, see gitstore); a ref moved outside
+Lonca is logged as import.unmediated on the next wake and set back (_check_trunk_ref). An integration is not
 logged while a live process holds trunk's lock: it would be acknowledged with a ref that cannot move.
 
 At a shutdown the running checks' groups are killed (`kill_running`) so the worker stops in
@@ -42,6 +43,7 @@ class QueueRunner:
         self.d = daemon
         self.wake = asyncio.Event()
         self._task: asyncio.Task | None = None
+        self._unmediated: set[tuple[str, str]] = set()  # (repo, commit) logged as import.unmediated
 
     def start(self, on_fatal) -> None:
         self._task = supervise("merge queue", self._run(), on_fatal)
@@ -61,7 +63,7 @@ class QueueRunner:
             self.wake.clear()
             for rs in list(self.d.state.repos.values()):
                 try:
-                    self._repair_trunk(rs)
+                    await self._check_trunk_ref(rs)
                     while rs.queue and not rs.frozen:
                         await self._drain_once(rs)
                     if rs.policy.checks_before_decision and not rs.frozen:
@@ -198,11 +200,35 @@ class QueueRunner:
         self.d.warmer.ask(repo, commit)
         self.d.packer.nudge(repo)
 
-    def _repair_trunk(self, rs: RepoState) -> None:
-        """Trunk's ref names what the log last integrated (durably: never during a commit)."""
-        if not self.d.log.dirty and gitstore.trunk(self.d.store(rs.name)) != rs.trunk:
+    async def _check_trunk_ref(self, rs: RepoState) -> None:
+        """Trunk's ref names what the log last integrated (durably: never during a commit). A ref
+        at a commit that was trunk before (a crash between an entry and its ref, a failed move)
+        is set to the log's. A ref at a commit that never was trunk was moved outside Lonca: that
+        is logged (import.unmediated, refused `not_adopted`), the commit kept under
+        refs/lonca/unmediated/ for a human to look at, and the ref set back: never adopted."""
+        if self.d.log.dirty:
+            return
+        store = self.d.store(rs.name)
+        found = gitstore.trunk(store)
+        if found == rs.trunk:
+            return
+        if found in rs.trunks:
             log.warning("%s: trunk's ref was behind the log; moved to %s", rs.name, rs.trunk)
-            self.move_trunk(rs.name, rs.trunk)
+        elif (rs.name, found) not in self._unmediated:
+            expected = rs.trunk
+
+            def decide() -> Draft:
+                op = {"op": "import.unmediated", "refname": gitstore.TRUNK_REF, "found": found, "expected": expected}
+                return Draft(actor=DAEMON, op=op, decision=deny("not_adopted"))
+            await self.d.log.append(rs.name, decide)
+            self._unmediated.add((rs.name, found))
+            try:
+                store.references.create(f"{gitstore.UNMEDIATED_REFS}{found}", pygit2.Oid(hex=found), force=True)
+            except (pygit2.GitError, ValueError) as e:  # not a commit of this store: nothing to keep
+                log.warning("%s: trunk's ref named %s, which can not be kept (%s)", rs.name, found, e)
+            log.error("%s: trunk's ref was moved outside Lonca to %s; logged as import.unmediated and set back to %s "
+                      "(import it with human.prepare_import to adopt it)", rs.name, found, expected)
+        self.move_trunk(rs.name, rs.trunk)
 
 
 class _Moved(Exception):

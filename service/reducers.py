@@ -512,6 +512,28 @@ def _apply_attenuate(st: State, rs: RepoState, entry: dict, op: dict, outcome: s
             rs.event({"kind": "lease_received", "seq": entry["seq"], "set": sid, "from": parent.id}, op["child"])
 
 
+def changed_symbols(facts: dict) -> list[str]:
+    """What an import changed of the symbols trunk had: its symbols_changed events' `symbols`."""
+    return sorted(set(facts.get("edits", []) + facts.get("deletes", []) + facts.get("signature_changes", [])
+                      + [old for old, _ in facts.get("renames", [])]))
+
+
+def _apply_import(st: State, rs: RepoState, entry: dict, op: dict, outcome: str) -> None:
+    """Trunk is the imported commit, one more integration; each lease the decision names as
+    affected hears of it (symbols_changed, with no change and no session: a human's import)."""
+    if outcome != "allow":
+        return
+    rs.trunk = op["commit"]
+    rs.integrations += 1
+    rs.trunks[op["commit"]] = rs.integrations
+    symbols = changed_symbols(entry.get("facts") or {})
+    for reason in entry["decision"]["reasons"]:
+        if reason.startswith("affected_lease:"):
+            _, sess, set_id = reason.split(":", 2)
+            rs.event({"kind": "symbols_changed", "seq": entry["seq"], "change": None, "from": None, "sets": [set_id],
+                      "symbols": symbols}, sess)
+
+
 def _nothing(st: State, rs: RepoState, entry: dict, op: dict, outcome: str) -> None:
     """The entry moves the chain (seq, head) and the clock (expiry) only."""
 
@@ -547,4 +569,7 @@ REDUCERS: dict[str, Reducer] = {
     "change.integrate_batch": _apply_batch,
     "negotiate": _apply_negotiate,
     "cap.attenuate": _apply_attenuate,
+    "import.external": _apply_import,
+    "import.unmediated": _nothing,  # trunk stays the log's: the entry records what was found instead
+    "bridge.push": _nothing,        # the push ran outside the log, after the entry
 }

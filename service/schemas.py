@@ -263,6 +263,7 @@ SESSION_START = Obj({"session": NAME, "agent": AGENT, "model": Str(NAME_MAX, nul
                      "continues": Str(REPO_NAME_MAX, 1, r"[A-Za-z0-9._-]+", nullable=True, what=NAME.what),
                      "widen": Bool()},
                     frozenset({"session", "agent", "expires_ms", "scope"}))
+REMOTE = Str(4096, 1, what="a remote: an absolute path, https://, ssh:// or user@host:path")
 # The operations human.submit takes (human_methods.SUBMIT_OPS, key_methods; a test keeps both equal).
 SUBMIT_OPS = Tagged("op", {
     "session.start": SESSION_START,
@@ -283,6 +284,10 @@ SUBMIT_OPS = Tagged("op", {
     "cap.revoke": Obj({"session": NAME, "reason": TEXT}, frozenset({"session", "reason"})),
     "freeze": Obj({"reason": TEXT}, frozenset({"reason"})),
     "unfreeze": Obj({"reason": TEXT}, frozenset({"reason"})),
+    "import.external": Obj({"remote": REMOTE, "commit": GIT_ID, "trunk_before": GIT_ID},
+                           frozenset({"remote", "commit", "trunk_before"})),
+    "bridge.push": Obj({"remote": REMOTE, "oplog_seq": Int(1), "oplog_hash": HEX},
+                       frozenset({"remote", "oplog_seq", "oplog_hash"})),
 })
 REPO_INIT_OP = Tagged("op", {"repo.init": Obj(
     {"repo": NAME, "daemon_key": HEX, "human": NAME, "human_key": HUMAN_KEY, "policy": GIT_ID, "trunk": GIT_ID,
@@ -321,6 +326,10 @@ SCHEMAS: dict[str, Obj] = {
     "repo.init": params({"op": REPO_INIT_OP, "sig": SIGNATURE}, ["op", "sig"]),
     "human.submit": params({"op": SUBMIT_OPS, "sig": SIGNATURE, "workspace": Str(4096, 1, nullable=True, check=_absolute)},
                            ["op", "sig"]),
+    "repo.backup": NONE,
+    "repo.restore": params({"repo": NAME, "from": REMOTE}, ["repo", "from"]),
+    "human.prepare_import": params({"remote": REMOTE, "branch": Str(255, 1, nullable=True)}, ["remote"]),
+    "human.prepare_push": params({"remote": REMOTE}, ["remote"]),
     "human.prepare_policy": params({"config": Str(1 << 20), "policy": Str(1 << 20, nullable=True)}, ["config"]),
     "log": params({"from": Int(1), "limit": Int(1, nullable=True), "wait_ms": Int(0, nullable=True)}, ["from"]),
     "tree": params({"commit": GIT_ID, "with_content": Bool(), "paths": Arr(PATH, 100_000, nullable=True)}, ["commit"]),
