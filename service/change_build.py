@@ -4,7 +4,7 @@ import binascii
 import secrets
 import threading
 from collections import OrderedDict
-from typing import Iterator, Mapping
+from typing import Callable, Iterator, Mapping, TypeVar
 
 import pygit2
 
@@ -83,14 +83,7 @@ class TreeMaps:
         if held is not None:
             return held
         commit = repo.get(commit_id)
-        ancestor, before = commit, None
-        for _ in range(_ANCESTORS):
-            if not ancestor.parents:
-                break
-            ancestor = ancestor.parents[0]
-            before = self.held(str(ancestor.id))
-            if before is not None:
-                break
+        ancestor, before = held_ancestor(commit, self.held)
         m: Mapping[str, TreeEntry]
         if before is not None:
             m = TreeOverlay(before, tree_changes(repo, ancestor.tree, commit.tree))
@@ -181,6 +174,24 @@ def built_map(repo: pygit2.Repository, base_tree: pygit2.Tree, tree: pygit2.Tree
     """`base_map` with what differs between the two trees (blob, mode or type: tree_changes), so
     every path is seen as it was written, whatever the request named."""
     return TreeOverlay(base_map, tree_changes(repo, base_tree, tree))
+
+
+T = TypeVar("T")
+
+
+def held_ancestor(commit: pygit2.Commit, lookup: Callable[[str], T | None]) -> tuple[pygit2.Commit, T | None]:
+    """The nearest first-parent ancestor of `commit` (at most _ANCESTORS back) that `lookup`
+    holds something for, and that thing; (the last ancestor looked at, None) when none is held.
+    What is held for it plus the trees' difference makes `commit`'s in the time of the change."""
+    ancestor: pygit2.Commit = commit
+    for _ in range(_ANCESTORS):
+        if not ancestor.parents:
+            break
+        ancestor = ancestor.parents[0]
+        found = lookup(str(ancestor.id))
+        if found is not None:
+            return ancestor, found
+    return ancestor, None
 
 
 class TreeOverlay(Mapping[str, TreeEntry]):

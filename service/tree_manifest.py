@@ -16,10 +16,9 @@ from json.encoder import encode_basestring  # type: ignore[attr-defined]  # the 
 
 import pygit2
 
-from .change_build import TreeMaps, tree_changes
+from .change_build import TreeMaps, held_ancestor, tree_changes
 from .wire_json import Raw, utf8
 
-_ANCESTORS = 64     # as TreeMaps: how far back a rendered commit is looked for
 _KEPT = 2           # commits whose pieces (about 25 MB at 100 000 files) and answer are kept
 
 
@@ -50,14 +49,7 @@ class Manifests:
         if found is not None:
             return found.answer
         commit = repo.get(commit_id)
-        ancestor, before = commit, None
-        for _ in range(_ANCESTORS):
-            if not ancestor.parents:
-                break
-            ancestor = ancestor.parents[0]
-            before = self._get(str(ancestor.id))
-            if before is not None:
-                break
+        ancestor, before = held_ancestor(commit, self._get)
         files = self.maps.get(repo, commit_id)
         if before is not None:
             pieces = dict(before.pieces)
