@@ -57,15 +57,11 @@ class BatchOutcome:
     rejected: list[tuple[QueuedChange, Verdict]] = field(default_factory=list)
     requeued: list[QueuedChange] = field(default_factory=list)
     verdicts: dict[int, Verdict] = field(default_factory=dict)  # by prefix length verified
+    landed_verdict: Verdict | None = None   # the passing verdict of exactly the landed tree
 
     @property
     def trunk_after(self) -> str:
         return self.landed[-1][1] if self.landed else self.trunk_before
-
-    @property
-    def landed_verdict(self) -> Verdict | None:
-        """The passing verdict of exactly the landed prefix (None when nothing landed)."""
-        return self.verdicts.get(len(self.landed)) if self.landed else None
 
 
 def run_batch(repo: pygit2.Repository, trunk: str, changes: list[QueuedChange],
@@ -95,10 +91,11 @@ def run_batch(repo: pygit2.Repository, trunk: str, changes: list[QueuedChange],
         return out.verdicts[k].ok
 
     if passes(len(chain)):
-        out.landed = chain
+        out.landed, out.landed_verdict = chain, out.verdicts[len(chain)]
         return out
     culprit = find_culprit(len(chain), passes)
     out.landed = chain[:culprit]
+    out.landed_verdict = out.verdicts[culprit] if culprit else None
     out.rejected = [(chain[culprit][0], out.verdicts[culprit + 1])]
     out.requeued = [c for c, _ in chain[culprit + 1:]]
     return out

@@ -335,8 +335,22 @@ def change_json(rs: RepoState, rec: ChangeRec) -> dict:
             "evidence": rec.evidence, "intent": rec.intent, "paths": rec.paths, "session": rec.session}
 
 
-def evidence_of(store: pygit2.Repository, a: dict) -> dict:
-    """change.get's evidence from an attestation of the log; the output tail is its `log` blob."""
+def _by_check(attestations: list[dict]) -> list[list[dict]]:
+    """The attestations of one entry, each check's attempts together: a check's first attempt
+    (details.attempt "1", or none in a log from before retries) starts its group."""
+    groups: list[list[dict]] = []
+    for a in attestations:
+        if groups and (a.get("details") or {}).get("attempt", "1") != "1":
+            groups[-1].append(a)
+        else:
+            groups.append([a])
+    return groups
+
+
+def evidence_of(store: pygit2.Repository, attempts: list[dict]) -> dict:
+    """change.get's evidence of one check from its attempts' attestations in the log: the last
+    attempt's result and output tail (its `log` blob), the time of every attempt."""
+    a = attempts[-1]
     det = a.get("details") or {}
     text, truncated = None, det.get("log_truncated") == "true"
     if a.get("log"):
@@ -346,9 +360,13 @@ def evidence_of(store: pygit2.Repository, a: dict) -> dict:
             text = data[-TAIL_BYTES:].decode("utf-8", "replace")
         except (KeyError, ValueError):
             text = None
-    num = lambda k: int(det[k]) if det.get(k, "").lstrip("-").isdigit() else None
-    return {"check": a["check"], "result": a["result"], "exit": num("exit"), "duration_ms": num("duration_ms"),
-            "attempts": num("attempts"), "sandbox": None, "error": det.get("error"), "details": det,
+
+    def num(d: dict, k: str) -> int | None:
+        return int(d[k]) if d.get(k, "").lstrip("-").isdigit() else None
+    times = [num(x.get("details") or {}, "duration_ms") for x in attempts]
+    return {"check": a["check"], "result": a["result"], "exit": num(det, "exit"),
+            "duration_ms": None if None in times else sum(t for t in times if t is not None),
+            "attempts": num(det, "attempts"), "sandbox": None, "error": det.get("error"), "details": det,
             "log": text, "log_truncated": truncated}
 
 
@@ -360,7 +378,7 @@ async def get(call: Call) -> dict:
     if rec is None:
         raise LoncaError("not_found", f"no change {p['change']}")
     out, attestations = change_json(rs, rec), list(rec.evidence)  # read on the loop: an integration replaces it
-    out["evidence"] = await on_store(call, lambda store: [evidence_of(store, a) for a in attestations])
+    out["evidence"] = await on_store(call, lambda store: [evidence_of(store, g) for g in _by_check(attestations)])
     return out
 
 

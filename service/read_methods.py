@@ -72,6 +72,7 @@ async def status(call: Call) -> dict:
         "policy_problem": pol.problem,
         "frozen": rs.frozen, "queue": list(rs.queue), "next_seq": rs.next_seq, "head_hash": rs.head_hash,
         "now_ms": now, "verification_day_ms": rs.verification_days.get(now // 86_400_000, 0), "daemon_key": rs.daemon_key,
+        "flaky": dict(sorted(rs.flaky.items())),
         "below_hardened": [], "profile": rs.profile, "unparsed_files": pol.unparsed_files,
         "humans": {n: {"alg": k["alg"], "public": k["public"], "recovery": None} for n, k in sorted(rs.humans.items())},
         "sessions": [_session_json(d, rs, s, now) for s in _listed_sessions(rs)],

@@ -413,7 +413,12 @@ def _integrated(rs: RepoState, entry: dict, rec, commit: str) -> None:
 
 
 def _account(rs: RepoState, entry: dict, recs: list) -> None:
-    """Verification time counts against the day (UTC) and the sessions' lines ([quota])."""
+    """Verification time counts against the day (UTC) and the sessions' lines ([quota]); a
+    check that passed on a retry counts as flaky (status.flaky)."""
+    for a in entry["evidence"]:
+        if a["details"].get("flaky") == "true":
+            name = a["details"].get("name", a["check"])
+            rs.flaky[name] = rs.flaky.get(name, 0) + 1
     ms = _duration(entry["evidence"])
     if not ms:
         return

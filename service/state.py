@@ -112,6 +112,7 @@ class RepoState:
     pending: dict[int, PendingRec] = field(default_factory=dict)
     queue: list[str] = field(default_factory=list)
     verification_days: dict[int, int] = field(default_factory=dict)  # UTC day -> ms of checks run
+    flaky: dict[str, int] = field(default_factory=dict)  # check -> passes on a retry ([verification] retries)
     pins: dict[str, set[str]] = field(default_factory=dict)  # change -> lease sets with items pinned to it
     events: dict[str, list[dict]] = field(default_factory=dict)  # session -> its events in seq order (EVENTS_KEPT)
     live_sessions: dict[str, None] = field(default_factory=dict)  # not ended and not run out, in start order
