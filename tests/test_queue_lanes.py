@@ -83,8 +83,16 @@ def test_independent_lanes_land_what_passed_and_reject_each_culprit(repo_env, tm
     rejections = [e["entry"]["op"] for e in env.log() if e["entry"]["op"]["op"] == "change.integrate"
                   and e["entry"]["decision"]["outcome"] == "deny"]
     assert len(rejections) == 2 and rejections[0]["trunk_before"] == rejections[1]["trunk_before"]
-    assert _trees_have_their_attestations(env) >= 2
-    assert env.w.cli("audit", "verify").returncode == 0
+    landings = _trees_have_their_attestations(env)
+    assert landings >= 2
+    res = env.w.cli("audit", "verify", "--json")
+    assert res.returncode == 0, res.stderr
+    [report] = json.loads(res.stdout)["logs"]
+    assert report["trees_compared"] and report["checked_landings"] == landings
+    # a store that lacks the integrated commits can not vouch for them
+    pygit2.init_repository(str(tmp_path / "elsewhere" / "demo.git"), bare=True)
+    res = env.w.cli("audit", "verify", "--json", "--stores", str(tmp_path / "elsewhere"))
+    assert res.returncode == 1 and "not in the repository's store" in json.loads(res.stdout)["logs"][0]["reason"]
 
 
 def test_a_check_that_passes_on_a_retry_is_flaky_with_each_attempt_attested(repo_env, tmp_path):
