@@ -34,7 +34,8 @@ Batching (batching.py, lanes.py, lane_round.py)
   (`landed` [(change, commit)], `landed_verdict` (of exactly the landed tree), `conflicted`,
   `rejected` [(change, verdict)], `requeued`, `verdicts`, `trunk_after`).
 - `footprint(paths, facts) -> Footprint`, `depends(a, b)`, `partition([Footprint]) -> [[index]]`:
-  independent lanes from symbol facts.
+  independent lanes from symbol facts; `ahead(footprints, urgent) -> [index]`: the queue's order
+  with prioritised changes first, never past a change they depend on.
 - `run_lanes(repo, trunk, changes, footprints, verify, runners) -> BatchOutcome`: the lanes
   verified in parallel, the union first; only a tree whose checks passed lands.
 """
@@ -59,14 +60,14 @@ if __name__ != "queue":
     from .attest import attestations
     from .batching import BatchOutcome, QueuedChange, Verdict, find_culprit, run_batch
     from .lane_round import run_lanes
-    from .lanes import Footprint, depends, footprint, partition
+    from .lanes import Footprint, ahead, depends, footprint, partition
     from .checkout import checkout_tree
     from .checks import CheckRun, run_check
     from .merge import Integration, MergeResult, integrate, merge_trees
     from .verification import CheckResult, CheckSpec, reasons, verify_tree
 
     __all__ = [
-        "BatchOutcome", "CheckResult", "CheckRun", "CheckSpec", "Footprint", "Integration",
+        "BatchOutcome", "CheckResult", "ahead", "CheckRun", "CheckSpec", "Footprint", "Integration",
         "MergeResult", "QueuedChange", "Verdict", "attestations", "checkout_tree", "depends",
         "find_culprit", "footprint", "integrate", "merge_trees", "partition", "reasons",
         "run_batch", "run_check", "run_lanes", "verify_tree",

@@ -4,7 +4,8 @@ Two changes depend on each other when they touch a common file or symbol, or whe
 of one (the symbols of its base that mention what it re-signs, renames or deletes) names a symbol
 of a file the other touches. A change whose `affected` was cut short (`affected_more` > 0) or that
 has no facts may reach anything: it depends on every other. A lane is a connected group of that
-relation, kept in queue order; changes of different lanes are independent.
+relation, kept in queue order; changes of different lanes are independent. A change with a
+human's `priority` moves ahead of the changes it is independent of (`ahead`).
 
 Independence here is what the facts can see, not a proof that two changes compose: a change that
 calls a function another one deletes, from a file neither base mentions it in, is invisible to
@@ -71,3 +72,19 @@ def partition(prints: list[Footprint]) -> list[list[int]]:
     for i in range(len(prints)):
         lanes.setdefault(root(i), []).append(i)
     return [lanes[r] for r in sorted(lanes)]
+
+
+def ahead(prints: list[Footprint], urgent: set[int]) -> list[int]:
+    """The queue's order (indexes) with the urgent changes first (a human-signed `priority`).
+    An urgent change takes along every earlier change it depends on, transitively, so two
+    changes that depend on each other never swap: the one proposed first is integrated first
+    and the later one meets it as it was proposed to. Everything else keeps its place."""
+    pulled: set[int] = set()
+    todo = sorted(urgent)
+    while todo:
+        k = todo.pop()
+        if k in pulled:
+            continue
+        pulled.add(k)
+        todo.extend(i for i in range(k) if i not in pulled and depends(prints[i], prints[k]))
+    return sorted(pulled) + [i for i in range(len(prints)) if i not in pulled]

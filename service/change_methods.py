@@ -332,7 +332,8 @@ def change_json(rs: RepoState, rec: ChangeRec) -> dict:
             "facts": rec.facts, "status": rec.status, "provenance": rec.provenance, "proposed_seq": rec.proposed_seq,
             "created_ms": rec.created_ms, "version": rec.version, "versions": rec.versions, "checks": rec.checks,
             "runs": runs, "integrate_seq": rec.integrate_seq, "integrate_decision": rec.integrate_decision,
-            "evidence": rec.evidence, "intent": rec.intent, "paths": rec.paths, "session": rec.session}
+            "evidence": rec.evidence, "intent": rec.intent, "paths": rec.paths, "session": rec.session,
+            "priority_seq": rec.priority_seq}
 
 
 def _by_check(attestations: list[dict]) -> list[list[dict]]:

@@ -15,7 +15,7 @@ from .auth import new_human_token, token_hash
 from .log import Draft, allow
 from .policy import load as load_policy
 from .methods import Call, method
-from .review_methods import decide_approve, decide_policy_update, decide_reject
+from .review_methods import decide_approve, decide_policy_update, decide_priority, decide_reject
 from .session_methods import decide_session_start
 from .store import NonceRow, PreparedRow, TokenRow
 
@@ -175,7 +175,7 @@ async def logout(call: Call) -> dict:
 
 # Operation kinds human.submit takes, each decided by its own function (later issues add more).
 SUBMIT_OPS = {"session.start": decide_session_start, "approve": decide_approve, "reject": decide_reject,
-              "policy.update": decide_policy_update}
+              "policy.update": decide_policy_update, "priority": decide_priority}
 
 
 @method("human.submit", "human", writes=True)

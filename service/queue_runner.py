@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import pygit2
 
 from lonca.protocol import LoncaError
-from lonca.queue import CheckSpec, QueuedChange, Verdict, attestations, footprint, reasons, run_lanes, verify_tree
+from lonca.queue import CheckSpec, QueuedChange, Verdict, ahead, attestations, footprint, reasons, run_lanes, verify_tree
 from lonca.queue.checks import kill_running
 
 from . import gitstore
@@ -82,7 +82,7 @@ class QueueRunner:
         independent lanes at once under [queue] runners > 1), then logged; trunk's ref moves
         after the entry is durable."""
         self._trunk_unlocked(rs)
-        window = rs.queue[: max(1, rs.policy.batch_size)]
+        window = self._ordered(rs)[: max(1, rs.policy.batch_size)]
         batch = [self._queued(rs, cid) for cid in window]
         prints = [footprint(rs.changes[cid].paths, rs.changes[cid].facts) for cid in window]
         now, pol, repo, trunk, symbols = self.d.now_ms(), rs.policy, rs.name, rs.trunk, self.d.symbols
@@ -109,6 +109,16 @@ class QueueRunner:
             await self._land(rs, out.trunk_before, out.landed, verdict.detail if verdict else [])
         for q, verdict in out.rejected:
             await self._log_one(rs, q.change, [], verdict.detail, verdict.reasons)
+
+    @staticmethod
+    def _ordered(rs: RepoState) -> list[str]:
+        """The queue, with the changes a human gave priority ahead of those they do not
+        depend on (lonca.queue.ahead)."""
+        urgent = {i for i, cid in enumerate(rs.queue) if rs.changes[cid].priority_seq is not None}
+        if not urgent:
+            return list(rs.queue)
+        prints = [footprint(rs.changes[cid].paths, rs.changes[cid].facts) for cid in rs.queue]
+        return [rs.queue[i] for i in ahead(prints, urgent)]
 
     def _queued(self, rs: RepoState, cid: str) -> QueuedChange:
         rec = rs.changes[cid]

@@ -65,7 +65,7 @@ async def status(call: Call) -> dict:
     changes = [{"change": c.id, "actor": actor_label(c.actor), "status": c.status, "provenance": c.provenance,
                 "commit": c.commit, "base": c.base, "intent": c.intent, "created_ms": c.created_ms,
                 "version": c.version, "paths": c.paths, "checks": c.checks,
-                "runs": pol.runs(c)}
+                "runs": pol.runs(c), "priority_seq": c.priority_seq}
                for c in sorted(_listed_changes(rs), key=lambda c: c.proposed_seq)]
     return {
         "repo": rs.name, "trunk": rs.trunk, "policy": rs.policy_id, "policy_checks": pol.check_names,

@@ -340,6 +340,11 @@ def leave_queue(rs: RepoState, change: str, status: dict) -> None:
     rs.done_changes.append(change)
 
 
+def _apply_priority(st: State, rs: RepoState, entry: dict, op: dict, outcome: str) -> None:
+    if outcome == "allow" and op["change"] in rs.changes:
+        rs.changes[op["change"]].priority_seq = entry["seq"]
+
+
 def _apply_withdraw(st: State, rs: RepoState, entry: dict, op: dict, outcome: str) -> None:
     if outcome == "allow" and op["change"] in rs.changes:
         leave_queue(rs, op["change"], {"status": "withdrawn"})
@@ -490,6 +495,7 @@ REDUCERS: dict[str, Reducer] = {
     "change.withdraw": _apply_withdraw,
     "approve": _apply_approve,
     "reject": _apply_reject,
+    "priority": _apply_priority,
     "change.integrate": _apply_integrate,
     "change.integrate_batch": _apply_batch,
     "negotiate": _apply_negotiate,

@@ -270,6 +270,7 @@ SUBMIT_OPS = Tagged("op", {
                    frozenset({"target_seq"})),
     "reject": Obj({"target_seq": Int(1), "reason": Str(TEXT_MAX)}, frozenset({"target_seq", "reason"})),
     "policy.update": Obj({"policy": GIT_ID}, frozenset({"policy"})),
+    "priority": Obj({"change": CHANGE_ID}, frozenset({"change"})),
     "human.enroll": Obj({"human": NAME, "key": HUMAN_KEY}, frozenset({"human", "key"})),
     "freeze": Obj({"reason": TEXT}, frozenset({"reason"})),
     "unfreeze": Obj({"reason": TEXT}, frozenset({"reason"})),

@@ -75,6 +75,7 @@ class ChangeRec:
     integrate_decision: dict | None = None
     evidence: list = field(default_factory=list)
     versions: list[int] = field(default_factory=list)  # proposed_seq of every version
+    priority_seq: int | None = None  # a human's signed priority: ahead of what it is independent of
 
 
 @dataclass

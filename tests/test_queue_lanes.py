@@ -122,3 +122,31 @@ def test_a_check_that_passes_on_a_retry_is_flaky_with_each_attempt_attested(repo
         assert c2.call("status", {}, repo="demo", token=env.token)["flaky"] == {"tests": 1}
     finally:
         c2.close()
+
+
+def test_a_human_signed_priority_goes_ahead_of_what_it_is_independent_of(repo_env, tmp_path):
+    env = repo_env
+    gate = tmp_path / "gate"
+    gate.touch()   # the first check waits while it exists: the queue stands still meanwhile
+    wait = "import pathlib, sys, time; g = pathlib.Path(sys.argv[1]); t = time.time() + 60\nwhile g.exists() and time.time() < t: time.sleep(0.05)"
+    env.policy(f'[verification]\ntests = {json.dumps(["python3", "-c", wait, str(gate)])}\nbatch_size = 1\n')
+    c = env.client
+    base = env.status()["trunk"]
+    ids = {}
+    for name in ("head", "a", "b", "urgent"):
+        t = env.agent(name)["token"]
+        acquire(c, t, f"lib/{name}.py#<file>")
+        ids[name] = (propose(c, t, base, {f"lib/{name}.py": f"def {name}():\n    return 1\n"})["change"], t)
+    time.sleep(0.3)  # `head` is being verified
+    res = env.submit({"op": "priority", "change": ids["urgent"][0]})
+    assert res["decision"]["outcome"] == "allow" and res["change"] == ids["urgent"][0]
+    again = env.submit({"op": "priority", "change": ids["urgent"][0]})
+    assert again["decision"] == {"outcome": "deny", "reasons": ["already_priority"]}
+    assert c.call("change.get", {"change": ids["urgent"][0]}, token=ids["urgent"][1])["priority_seq"] == res["seq"]
+    gate.unlink()
+    for name in ("head", "a", "b", "urgent"):
+        wait_status(c, ids[name][1], ids[name][0], "integrated", timeout=60)
+    order = [e["entry"]["op"]["change"] for e in env.log() if e["entry"]["op"]["op"] == "change.integrate"]
+    assert order == [ids[n][0] for n in ("head", "urgent", "a", "b")]
+    late = env.submit({"op": "priority", "change": ids["a"][0]})
+    assert late["decision"] == {"outcome": "deny", "reasons": ["not_queued"]}

@@ -9,7 +9,7 @@ import pygit2
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lonca.queue import CheckSpec, Footprint, QueuedChange, Verdict, depends, footprint, partition, reasons, run_lanes, verify_tree
+from lonca.queue import CheckSpec, Footprint, QueuedChange, Verdict, ahead, depends, footprint, partition, reasons, run_lanes, verify_tree
 
 from queue_git import SIG, commit, files_of
 
@@ -53,6 +53,27 @@ def test_partition_is_the_connected_components(prints):
     for x in range(len(lanes)):
         for y in range(x + 1, len(lanes)):
             assert not any(depends(prints[i], prints[j]) for i in lanes[x] for j in lanes[y])
+
+
+@settings(max_examples=300, deadline=None)
+@given(prints_st, st.data())
+def test_priority_moves_ahead_only_past_independent_changes(prints, data):
+    urgent = data.draw(st.sets(st.integers(0, max(0, len(prints) - 1)), max_size=3)) if prints else set()
+    order = ahead(prints, urgent)
+    assert sorted(order) == list(range(len(prints)))
+    at = {i: n for n, i in enumerate(order)}
+    # oracle: what moves is the urgent changes and, transitively, the earlier changes they depend on
+    moved = set(urgent)
+    grew = True
+    while grew:
+        more = {i for k in moved for i in range(k) if depends(prints[i], prints[k])} - moved
+        grew, moved = bool(more), moved | more
+    assert set(order[:len(moved)]) == moved
+    assert order[:len(moved)] == sorted(moved) and order[len(moved):] == sorted(set(order) - moved)
+    for i in range(len(prints)):
+        for j in range(i + 1, len(prints)):
+            if depends(prints[i], prints[j]):
+                assert at[i] < at[j]         # dependent changes never swap
 
 
 def test_depends_reads_files_symbols_and_affected():
