@@ -1,22 +1,22 @@
 """A round of the queue over independent lanes: verified in parallel, landing only checked trees.
 
-The window (up to batch_size queued changes) is cut into lanes (lanes.py). Each lane is built on
-trunk as its own candidate, and all of them together as the union candidate (lane after lane).
-With `runners` checks at once, the union and the lanes' tips are verified together:
+The window (up to batch_size queued changes) is cut into lanes (lanes.py), each built on trunk
+as its own candidate, and all of them together as the union (lane after lane). With `runners`
+checks at once, the union is verified beside the lanes in `runners - 1` groups:
 
 - the union passes: it lands whole, on the verdict of exactly its tree;
-- it fails: each lane that failed is bisected on its own candidates, all of them at once, and
-  its culprit is rejected with the verdict of its failing prefix (as `run_batch` would, on a
-  tree that holds only what that change depends on). Of the trees that passed (a lane's tip,
-  or the good prefix of a failing lane), the one holding the most changes lands; everything
-  else goes back to the queue for the next round, on the new trunk.
+- it fails: a failing group is halved until each failing lane stands alone (group testing, a
+  wave of checks at a time), and each failing lane is bisected on its own prefixes, all at once.
+  A culprit is rejected on the verdict of the tree that failed: trunk and its lane's prefix,
+  only what it depends on. What passed (whole lanes, the good prefixes of failing ones) is then
+  built into one tree and verified, and lands when it passes. When it does not (lanes that pass
+  apart and fail together), the tree that passed alone (a group, a lane, a good prefix) holding
+  the most changes lands. The rest goes back to the queue for the next round.
 
 No tree lands on another tree's verdict: a lane that passed on trunk says nothing of trunk plus
-another lane (docs/decisions.md, "Independent lanes"), so two lanes that passed apart land
-together only when their union passed too, which is the round's first candidate. Speculation
-costs runners, never a check of the landed tree.
-
-With one lane, or one runner, the round is `run_batch` as it was.
+another lane (docs/decisions.md, "Independent lanes, flaky retries, priority…"). Speculation
+costs runners, never a check of the landed tree. With one lane, or one runner, the round is
+`run_batch` as it was.
 """
 from __future__ import annotations
 
@@ -73,6 +73,18 @@ def _bisect(lane: _Lane, verify: Verify) -> None:
     lane.good, lane.good_verdict = at, seen.get(at)
 
 
+def _split(items: list, parts: int) -> list[list]:
+    """`items` in at most `parts` contiguous groups, as even as can be."""
+    parts = max(1, min(parts, len(items)))
+    size, extra = divmod(len(items), parts)
+    out, at = [], 0
+    for k in range(parts):
+        n = size + (k < extra)
+        out.append(items[at:at + n])
+        at += n
+    return out
+
+
 def run_lanes(repo: pygit2.Repository, trunk: str, changes: list[QueuedChange],
               prints: list[Footprint], verify: Verify, runners: int,
               committer: pygit2.Signature | None = None,
@@ -89,33 +101,69 @@ def run_lanes(repo: pygit2.Repository, trunk: str, changes: list[QueuedChange],
     lanes = [lane for lane in lanes if lane.chain]
     conflicted = {c.change for c, _ in out.conflicted}
     rest = [c for c in changes if c.change not in conflicted]
-    union_order = [c for lane in lanes for c, _ in lane.chain]
-    union = _chain(repo, trunk, union_order, committer, cache, BatchOutcome(trunk))
-    if len(lanes) <= 1 or len(union) != len(union_order):
+
+    def build(part: list[_Lane]) -> Chain | None:
+        """The lanes of `part` on trunk, lane after lane; None when they do not merge."""
+        order = [c for lane in part for c, _ in lane.chain]
+        chain = _chain(repo, trunk, order, committer, cache, BatchOutcome(trunk))
+        return chain if len(chain) == len(order) else None
+
+    union = build(lanes)
+    if len(lanes) <= 1 or union is None:
         # one lane left, or lanes the facts called apart that do not merge: one batch, as always
         again = run_batch(repo, trunk, rest, verify, committer, cache)
         again.conflicted[:0] = out.conflicted
         return again
 
+    passed: list[tuple[Chain, Verdict]] = []    # every tree that passed: what may land alone
     with ThreadPoolExecutor(max_workers=runners, thread_name_prefix="lonca-lane") as pool:
-        first = pool.submit(verify, [c for c, _ in union], union[-1][1])
-        tips: list[Future] = [pool.submit(verify, [c for c, _ in lane.chain], lane.chain[-1][1]) for lane in lanes]
+        def check(chain: Chain) -> Future:
+            return pool.submit(verify, [c for c, _ in chain], chain[-1][1])
+
+        # the union, and beside it the lanes in as many groups as there are runners left
+        first = check(union)
+        parts = _split(lanes, runners - 1)      # one part would be the union again
+        wave = [(part, chain) for part in parts if (chain := build(part))] if len(parts) > 1 else []
+        futures = [check(chain) for _, chain in wave]
         verdict = first.result()
         if verdict.ok:
-            for f in tips:
+            for f in futures:
                 f.cancel()
             out.landed, out.landed_verdict = union, verdict
             return out
-        for lane, f in zip(lanes, tips):
-            lane.tip = f.result()
-            if lane.tip.ok:
-                lane.good, lane.good_verdict = len(lane.chain), lane.tip
-        for f in [pool.submit(_bisect, lane, verify) for lane in lanes if not lane.tip.ok]:
+        # a group that fails is halved until each failing group is one lane (group testing)
+        failing: list[list[_Lane]] = [] if wave else [lanes]
+        while wave or failing:
+            for (part, chain), f in zip(wave, futures):
+                v = f.result()
+                if v.ok:
+                    passed.append((chain, v))
+                    for lane in part:
+                        lane.good, lane.good_verdict = len(lane.chain), (v if len(part) == 1 else None)
+                elif len(part) == 1:
+                    part[0].tip = v
+                else:
+                    failing.append(part)
+            wave = [(half, chain) for part in failing for half in _split(part, 2) if (chain := build(half))]
+            futures = [check(chain) for _, chain in wave]
+            failing = []
+        for f in [pool.submit(_bisect, lane, verify) for lane in lanes if lane.tip is not None]:
             f.result()
+    passed += [(lane.chain[:lane.good], lane.good_verdict) for lane in lanes
+               if lane.culprit and lane.good and lane.good_verdict]
 
-    best = max((lane for lane in lanes if lane.good), key=lambda lane: lane.good, default=None)
-    if best is not None:
-        out.landed, out.landed_verdict = best.chain[:best.good], best.good_verdict
+    # what passed, lane by lane, checked once more as one tree: the usual end of a round with a
+    # few culprits among many lanes (each of which passed alone)
+    good = [lane for lane in lanes if lane.good]
+    if len(good) > 1 and sum(lane.good for lane in good) < len(union):    # the whole union failed already
+        order = [c for lane in good for c, _ in lane.chain[:lane.good]]
+        clean = _chain(repo, trunk, order, committer, cache, BatchOutcome(trunk))
+        if len(clean) == len(order):
+            verdict = verify(order, clean[-1][1])
+            if verdict.ok:
+                out.landed, out.landed_verdict = clean, verdict
+    if not out.landed and passed:   # they do not pass together: the biggest tree that passed alone
+        out.landed, out.landed_verdict = max(passed, key=lambda cv: len(cv[0]))
     out.rejected = [lane.culprit for lane in lanes if lane.culprit]
     gone = {c.change for c, _ in out.landed} | {c.change for c, _ in out.rejected}
     out.requeued = [c for c in rest if c.change not in gone]

@@ -178,12 +178,9 @@ def test_failing_lanes_are_bisected_apart_and_only_a_checked_tree_lands(tmp_path
     for c, verdict in out.rejected:
         assert verdict.reasons == ["verification_failed:tests"]
         assert set(files_of(repo, verdict.detail)) == {"README", f"{c.change[0]}.txt"}
-    # the biggest lane that passed lands; the lane of c0 waits for the next round, on it
-    assert [c.change for c, _ in out.landed] == ["a0", "a1"]
-    assert [c.change for c in out.requeued] == ["c0"]
-    again = run_lanes(repo, out.trunk_after, out.requeued, [made[3][1]], checks, runners=4)
-    _landed_on_its_own_verdict(repo, again, checks)
-    assert [c.change for c, _ in again.landed] == ["c0"]
+    # what passed, the lane of a0 and a1 and that of c0, lands as one tree checked as such
+    assert [c.change for c, _ in out.landed] == ["a0", "a1", "c0"] and out.requeued == []
+    assert set(files_of(repo, out.trunk_after)) == {"README", "a.txt", "a2.txt", "c.txt"}
 
 
 def test_lanes_that_pass_apart_but_fail_together_never_land_together(tmp_path):
@@ -199,6 +196,17 @@ def test_lanes_that_pass_apart_but_fail_together_never_land_together(tmp_path):
     again = run_lanes(repo, out.trunk_after, out.requeued, [made[1][1]], checks, runners=3)
     assert again.landed == [] and [c.change for c, _ in again.rejected] == ["p"]
     assert set(files_of(repo, again.rejected[0][1].detail)) == {"README", "together.txt", "apart.txt"}
+
+
+def test_few_runners_find_the_failing_lanes_by_halving(tmp_path):
+    repo, trunk = _repo(tmp_path)
+    made = [_change(repo, trunk, f"c{i}", {f"f{i}.txt": b"BAD\n" if i in (2, 5) else b"ok\n"}) for i in range(7)]
+    checks = Checks(tmp_path)
+    out = run_lanes(repo, trunk, [c for c, _ in made], [p for _, p in made], checks, runners=2)
+    _landed_on_its_own_verdict(repo, out, checks)
+    assert sorted(c.change for c, _ in out.rejected) == ["c2", "c5"]
+    assert [c.change for c, _ in out.landed] == ["c0", "c1", "c3", "c4", "c6"] and out.requeued == []
+    assert checks.peak <= 2
 
 
 def test_one_runner_is_the_batch_as_before(tmp_path):
