@@ -140,8 +140,9 @@ def test_a_human_signed_priority_goes_ahead_of_what_it_is_independent_of(repo_en
     time.sleep(0.3)  # `head` is being verified
     res = env.submit({"op": "priority", "change": ids["urgent"][0]})
     assert res["decision"]["outcome"] == "allow" and res["change"] == ids["urgent"][0]
-    again = env.submit({"op": "priority", "change": ids["urgent"][0]})
-    assert again["decision"] == {"outcome": "deny", "reasons": ["already_priority"]}
+    again = env.w.cli("priority", ids["urgent"][0][:8], "--json")      # the CLI, by a prefix
+    assert again.returncode == 1, again.stderr
+    assert json.loads(again.stdout)["decision"] == {"outcome": "deny", "reasons": ["already_priority"]}
     assert c.call("change.get", {"change": ids["urgent"][0]}, token=ids["urgent"][1])["priority_seq"] == res["seq"]
     gate.unlink()
     for name in ("head", "a", "b", "urgent"):
