@@ -30,8 +30,10 @@ def _item(kind: str, en: dict, **more) -> dict:
 
 
 def _checks(en: dict) -> list[dict]:
-    return [{"check": a["check"], "name": (a.get("details") or {}).get("name"), "result": a["result"],
-             "duration_ms": (a.get("details") or {}).get("duration_ms")} for a in en.get("evidence") or []]
+    """Each attempt of each check (a retried check shows every attempt, its pass marked flaky)."""
+    return [{"check": a["check"], "name": d.get("name"), "result": a["result"], "duration_ms": d.get("duration_ms"),
+             "attempt": d.get("attempt") if d.get("attempts", "1") != "1" else None, "flaky": d.get("flaky") == "true"}
+            for a in en.get("evidence") or [] for d in [a.get("details") or {}]]
 
 
 def read_entry(t: Timeline, change: str, en: dict) -> None:
