@@ -62,9 +62,23 @@ def register(sub) -> None:
 
     command(sub, "doctor", "check the daemon, its socket, git, your key and each repository's log", cmd_doctor,
             human=True)
+    rn = command(sub, "runner", "run the merge queue's checks for workers whose policy says [queue] runner = "
+                 '"celery" (broker: LONCA_CELERY_BROKER)', cmd_runner)
+    rn.add_argument("--concurrency", type=int, default=1, help="jobs run at once (default 1)")
 
 
 # -- the worker ------------------------------------------------------------------------------
+
+def cmd_runner(args) -> int:
+    """A check runner: a Celery worker of lonca.queue.celery_runner. It needs the broker and
+    nothing of the worker's: no home, no database, no token, no key."""
+    if args.concurrency < 1:
+        raise Usage("--concurrency is at least 1")
+    from lonca.queue.celery_runner import app
+    app.worker_main(["worker", "--concurrency", str(args.concurrency), "--pool", "prefork", "--loglevel", "INFO",
+                     "--without-gossip", "--without-mingle", "--hostname", f"lonca-runner-{os.getpid()}@%h"])
+    return OK
+
 
 def cmd_daemon(args) -> int:
     import asyncio

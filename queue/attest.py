@@ -51,13 +51,18 @@ def _details(result: CheckResult, attempt: int) -> dict[str, str]:
     return details
 
 
-def attestations(repo: pygit2.Repository, result: CheckResult, subject_tree: str) -> list[dict]:
+def attestations(repo: pygit2.Repository, result: CheckResult, subject_tree: str,
+                 runner: str | None = None) -> list[dict]:
     """One attestation per attempt, each naming its own output tail, stored as a blob (None
-    when the attempt printed nothing); one `skipped` attestation for a check that did not run."""
+    when the attempt printed nothing); one `skipped` attestation for a check that did not run.
+    `runner` names the runner that ran it when that was not the worker itself."""
     def one(attempt: int) -> dict:
         run = result.runs[attempt - 1] if result.runs else None
+        details = _details(result, attempt)
+        if runner:
+            details["runner"] = runner
         return {"check": result.spec.kind, "result": run.result if run else "skipped",
-                "subject_tree": subject_tree, "details": _details(result, attempt), "env": env_hash(result),
+                "subject_tree": subject_tree, "details": details, "env": env_hash(result),
                 "log": str(repo.create_blob(run.output)) if run and run.output else None,
                 "producer": PRODUCER}
     return [one(i) for i in range(1, max(1, len(result.runs)) + 1)]

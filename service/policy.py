@@ -60,6 +60,7 @@ class Policy:
     # [queue]
     max_behind: int = 1000  # a base more integrations behind trunk than this is stale_trunk
     runners: int = 1  # checks run at once; above 1, independent lanes are verified in parallel
+    runner: str = "embedded"  # or "celery": checks run on `lonca runner` processes through the broker
     problem: str | None = None  # why lonca.toml could not be read (then these are the defaults)
 
     @property
@@ -234,6 +235,7 @@ SETTINGS = (
     Setting("quota", "day_seconds", "day_seconds", "int"),
     Setting("queue", "max_behind", "max_behind", "int"),
     Setting("queue", "runners", "runners", "int", 1),
+    Setting("queue", "runner", "runner", "choice", choices=("embedded", "celery")),
 )
 _BY_KEY = {(s.table, s.key): s for s in SETTINGS}
 TABLES = tuple(dict.fromkeys(s.table for s in SETTINGS))

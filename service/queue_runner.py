@@ -143,9 +143,14 @@ class QueueRunner:
                            attempts=1 + pol.retries)
                  for name in owed if pol.argv(name)]
         tree = str(store[commit].peel(pygit2.Commit).tree_id)
-        results = verify_tree(store, tree, specs)
+        runner = None
+        if pol.runner == "celery":      # imported here: Celery is an optional dependency
+            from lonca.queue.celery_runner import verify_remote
+            results, runner = verify_remote(store, tree, specs)
+        else:
+            results = verify_tree(store, tree, specs)
         why = reasons(results, owed)
-        return Verdict(ok=not why, reasons=why, detail=[a for r in results for a in attestations(store, r, tree)])
+        return Verdict(ok=not why, reasons=why, detail=[a for r in results for a in attestations(store, r, tree, runner)])
 
     async def _land(self, rs: RepoState, trunk_before: str, landed: list[tuple[QueuedChange, str]], attestations: list[dict]) -> None:
         self._trunk_unlocked(rs)

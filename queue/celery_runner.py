@@ -1,0 +1,56 @@
+"""Check runners on Celery over RabbitMQ ([queue] runner = "celery"; `lonca runner` starts one).
+
+Why Celery (docs/decisions.md): it is the well-kept task engine of Python, RabbitMQ is already on
+these machines, and what a runner needs of it is small: a job goes to one runner, is acknowledged
+only once it has run (`acks_late`), and goes back to the queue when its runner dies
+(`reject_on_worker_lost`); the answer comes back over the broker (`rpc://`), so a runner needs
+nothing but the broker. The job is `remote.pack`'s: the tree and the specs, no path, token or key.
+
+The worker waits for an answer up to the checks' own time limits plus a grace period; a runner
+that never answers, or a broker that is down, is `verification_error` with the reason, never a
+stuck queue.
+"""
+from __future__ import annotations
+
+import os
+import socket
+
+import pygit2
+from celery import Celery
+from celery.exceptions import TimeoutError as CeleryTimeout
+
+from .remote import error_results, pack, run_job, unpack_results
+from .verification import CheckResult, CheckSpec
+
+BROKER = os.environ.get("LONCA_CELERY_BROKER", "amqp://guest:guest@127.0.0.1:5672//")
+TASK = "lonca.verify"
+GRACE_S = 60        # on top of the checks' limits: a runner's queueing and unpacking
+
+app = Celery("lonca", broker=BROKER, backend="rpc://")
+app.conf.update(task_serializer="json", result_serializer="json", accept_content=["json"],
+                task_acks_late=True, task_reject_on_worker_lost=True, worker_prefetch_multiplier=1,
+                broker_connection_retry_on_startup=True, worker_hijack_root_logger=False)
+
+
+@app.task(name=TASK)
+def verify_job(job: dict) -> dict:
+    """On a runner: the job's checks, and which runner ran them."""
+    return {"runner": f"celery:{socket.gethostname()}:{os.getpid()}", "runs": run_job(job)}
+
+
+def verify_remote(repo: pygit2.Repository, tree: str, specs: list[CheckSpec]) -> tuple[list[CheckResult], str]:
+    """The checks of `tree` on a runner: (results, the runner's name or why none answered)."""
+    if not specs:
+        return [], "none"
+    try:
+        job = pack(repo, tree, specs)
+    except ValueError as e:
+        return error_results(specs, str(e)), "none"
+    limit = sum(s.timeout_s * max(1, s.attempts) for s in specs) + GRACE_S
+    try:
+        answer = app.send_task(TASK, args=[job]).get(timeout=limit, disable_sync_subtasks=False)
+    except CeleryTimeout:
+        return error_results(specs, f"no runner answered within {int(limit)} s (are runners up? `lonca runner`)"), "none"
+    except Exception as e:     # the broker is down or the runner failed: kombu and amqp raise their own
+        return error_results(specs, f"the runners could not be reached: {type(e).__name__}: {e}"[:500]), "none"
+    return unpack_results(specs, answer["runs"]), answer["runner"]
