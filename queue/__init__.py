@@ -24,8 +24,14 @@ Verifying (checks.py, checkout.py, verification.py)
   the first check that does not pass), `reasons(results, owed)` -> verification_failed:<check>,
   verification_error:<check>, verification_missing:<check>.
 
+Runners elsewhere (remote.py, celery_runner.py; Celery is imported only by the latter)
+- `pack(repo, tree, specs) -> job`, `run_job(job)` (on the runner), `unpack_results`: a candidate's
+  checks as one JSON job that carries the tree and nothing of the worker's.
+- `celery_runner.verify_remote(repo, tree, specs) -> (results, runner)`; `celery_runner.app` is
+  what `lonca runner` starts.
+
 Recording (attest.py)
-- `attestations(repo, result, subject_tree) -> [dict]`: one per attempt, each with its own output
+- `attestations(repo, result, subject_tree, runner=None) -> [dict]`: one per attempt, each with its own output
   tail stored as a blob (`log`); a pass after a failed attempt is marked `flaky`.
 
 Batching (batching.py, lanes.py, lane_round.py)

@@ -6,9 +6,10 @@ only once it has run (`acks_late`), and goes back to the queue when its runner d
 (`reject_on_worker_lost`); the answer comes back over the broker (`rpc://`), so a runner needs
 nothing but the broker. The job is `remote.pack`'s: the tree and the specs, no path, token or key.
 
-The worker waits for an answer up to the checks' own time limits plus a grace period; a runner
-that never answers, or a broker that is down, is `verification_error` with the reason, never a
-stuck queue.
+The worker waits for an answer up to the checks' own time limits plus a grace period: no answer
+by then is `verification_error` with the reason, never a stuck queue. A broker that can not be
+reached decides nothing: the error goes up to the queue's loop, which logs it and tries the round
+again on its next wake, as it does while the database is away.
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ import socket
 import pygit2
 from celery import Celery
 from celery.exceptions import TimeoutError as CeleryTimeout
+from kombu.exceptions import OperationalError
 
 from .remote import error_results, pack, run_job, unpack_results
 from .verification import CheckResult, CheckSpec
@@ -51,6 +53,8 @@ def verify_remote(repo: pygit2.Repository, tree: str, specs: list[CheckSpec]) ->
         answer = app.send_task(TASK, args=[job]).get(timeout=limit, disable_sync_subtasks=False)
     except CeleryTimeout:
         return error_results(specs, f"no runner answered within {int(limit)} s (are runners up? `lonca runner`)"), "none"
-    except Exception as e:     # the broker is down or the runner failed: kombu and amqp raise their own
-        return error_results(specs, f"the runners could not be reached: {type(e).__name__}: {e}"[:500]), "none"
+    except (OperationalError, OSError):
+        raise       # the broker is away: nothing is decided, the queue waits and tries again
+    except Exception as e:     # the job failed on its runner
+        return error_results(specs, f"the runner failed: {type(e).__name__}: {e}"[:500]), "none"
     return unpack_results(specs, answer["runs"]), answer["runner"]
