@@ -28,10 +28,17 @@ BROKER = os.environ.get("LONCA_CELERY_BROKER", "amqp://guest:guest@127.0.0.1:567
 TASK = "lonca.verify"
 GRACE_S = 60        # on top of the checks' limits: a runner's queueing and unpacking
 
-app = Celery("lonca", broker=BROKER, backend="rpc://")
-app.conf.update(task_serializer="json", result_serializer="json", accept_content=["json"],
-                task_acks_late=True, task_reject_on_worker_lost=True, worker_prefetch_multiplier=1,
-                broker_connection_retry_on_startup=True, worker_hijack_root_logger=False)
+
+
+def _app() -> Celery:
+    made = Celery("lonca", broker=BROKER, backend="rpc://")
+    made.conf.update(task_serializer="json", result_serializer="json", accept_content=["json"],
+                     task_acks_late=True, task_reject_on_worker_lost=True, worker_prefetch_multiplier=1,
+                     broker_connection_retry_on_startup=True, worker_hijack_root_logger=False)
+    return made
+
+
+app = _app()    # the runners'
 
 
 @app.task(name=TASK)
@@ -49,12 +56,19 @@ def verify_remote(repo: pygit2.Repository, tree: str, specs: list[CheckSpec]) ->
     except ValueError as e:
         return error_results(specs, str(e)), "none"
     limit = sum(s.timeout_s * max(1, s.attempts) for s in specs) + GRACE_S
+    # an app of its own for each job: Celery keeps a result consumer per app and thread, and the
+    # lanes' threads come and go each round. With one shared app a worker's queue of 20 stalled
+    # once on an answer its runner had sent (a reply queue named after a reused thread id, still
+    # held by a dead thread's consumer, is the likely cause); with an app per job it has not.
+    client = _app()
     try:
-        answer = app.send_task(TASK, args=[job]).get(timeout=limit, disable_sync_subtasks=False)
+        answer = client.send_task(TASK, args=[job]).get(timeout=limit, disable_sync_subtasks=False)
     except CeleryTimeout:
         return error_results(specs, f"no runner answered within {int(limit)} s (are runners up? `lonca runner`)"), "none"
     except (OperationalError, OSError):
         raise       # the broker is away: nothing is decided, the queue waits and tries again
     except Exception as e:     # the job failed on its runner
         return error_results(specs, f"the runner failed: {type(e).__name__}: {e}"[:500]), "none"
+    finally:
+        client.close()
     return unpack_results(specs, answer["runs"]), answer["runner"]

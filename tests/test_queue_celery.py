@@ -125,3 +125,53 @@ def test_a_runner_killed_mid_check_loses_nothing_and_lands_nothing_twice(repo_en
     assert len(landed) == 1
     store = pygit2.Repository(str(env.w.home / "repos" / "demo.git"))
     assert str(store.references["refs/heads/main"].target) == got["status"]["commit"]
+
+
+def test_four_runners_a_queue_with_conflicts_and_failures_and_the_log_replays(repo_env, runners):
+    from test_leases import APP
+    env = repo_env
+    procs = [runners(f"r{i}", concurrency=1) for i in range(4)]
+    _policy(env, 0.3, runners=4)
+    c = env.client
+    base = env.status()["trunk"]
+    # two changes of one symbol on one base: the second conflicts once the first is in
+    x, y = env.agent("x")["token"], env.agent("y")["token"]
+    lx = acquire(c, x, "app.py#charge")
+    first = propose(c, x, base, {"app.py": APP.replace("amount * 2", "amount * 3")})
+    wait_status(c, x, first["change"], "integrated", timeout=120)
+    c.call("lease.release", {"set": lx["set"]}, token=x)
+    acquire(c, y, "app.py#charge")
+    late = propose(c, y, base, {"app.py": APP.replace("amount * 2", "amount + 1")})
+    # and twenty independent ones, two of them failing their check
+    changes = []
+    for i in range(20):
+        t = env.agent(f"agent{i}")["token"]
+        acquire(c, t, f"lib/q{i}.py#<file>")
+        body = f"def q{i}():\n    return {'BAD' if i in (6, 15) else i}\n"
+        changes.append((propose(c, t, base, {f"lib/q{i}.py": body})["change"], t))
+    assert wait_status(c, y, late["change"], "conflicted", timeout=120)["status"]["symbols"] == ["app.py#charge"]
+    for i, (cid, t) in enumerate(changes):
+        got = wait_status(c, t, cid, "rejected" if i in (6, 15) else "integrated", timeout=180)
+        if i in (6, 15):
+            assert f"lib/q{i}.py" in got["evidence"][0]["log"]      # its own log
+    entries = env.log()
+    landed = [ch for e in entries if e["entry"]["op"]["op"] in ("change.integrate", "change.integrate_batch")
+              and e["entry"]["decision"]["outcome"] == "allow"
+              for ch in ([e["entry"]["op"]["change"]] if e["entry"]["op"]["op"] == "change.integrate"
+                         else [m[0] for m in e["entry"]["op"]["merged"]])]
+    assert len(landed) == len(set(landed)) == 19                   # every passing change once
+    res = env.w.cli("audit", "verify", "--json")                   # each trunk tree on its own checks
+    assert res.returncode == 0 and json.loads(res.stdout)["logs"][0]["trees_compared"]
+    runners_seen = {a["details"]["runner"] for e in entries for a in e["entry"]["evidence"]}
+    assert len(runners_seen) >= 2 and all(r.startswith("celery:") for r in runners_seen)
+    before = env.status()
+    env.w.stop()
+    env.w.start()
+    c2 = env.w.client().connect()
+    try:
+        after = c2.call("status", {}, repo="demo", token=env.token)
+    finally:
+        c2.close()
+    for k in ("trunk", "queue", "next_seq", "head_hash", "changes", "flaky"):
+        assert after[k] == before[k], k
+    assert all(p.poll() is None for p in procs)
