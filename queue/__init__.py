@@ -35,8 +35,9 @@ Recording (attest.py)
   tail stored as a blob (`log`); a pass after a failed attempt is marked `flaky`.
 
 Batching (batching.py, lanes.py, lane_round.py)
-- `find_culprit(n, verify) -> index`: bisection over prefixes, O(log n) verifications.
-- `run_batch(repo, trunk, [QueuedChange], verify(prefix, commit) -> Verdict) -> BatchOutcome`
+- `find_culprit(n, verify) -> index`: bisection over prefixes, O(log n) verifications;
+  `find_culprit_wide(n, verify_many, width)`: `width` prefixes at once per wave.
+- `run_batch(repo, trunk, [QueuedChange], verify(prefix, commit) -> Verdict, width=1) -> BatchOutcome`
   (`landed` [(change, commit)], `landed_verdict` (of exactly the landed tree), `conflicted`,
   `rejected` [(change, verdict)], `requeued`, `verdicts`, `trunk_after`).
 - `footprint(paths, facts) -> Footprint`, `depends(a, b)`, `partition([Footprint]) -> [[index]]`:
@@ -64,7 +65,7 @@ if __name__ == "queue":
 # Below, the library itself, only under its own name.
 if __name__ != "queue":
     from .attest import attestations
-    from .batching import BatchOutcome, QueuedChange, Verdict, find_culprit, run_batch
+    from .batching import BatchOutcome, QueuedChange, Verdict, find_culprit, find_culprit_wide, run_batch
     from .lane_round import run_lanes
     from .lanes import Footprint, ahead, depends, footprint, partition
     from .checkout import checkout_tree
@@ -75,6 +76,6 @@ if __name__ != "queue":
     __all__ = [
         "BatchOutcome", "CheckResult", "ahead", "CheckRun", "CheckSpec", "Footprint", "Integration",
         "MergeResult", "QueuedChange", "Verdict", "attestations", "checkout_tree", "depends",
-        "find_culprit", "footprint", "integrate", "merge_trees", "partition", "reasons",
+        "find_culprit", "find_culprit_wide", "footprint", "integrate", "merge_trees", "partition", "reasons",
         "run_batch", "run_check", "run_lanes", "verify_tree",
     ]

@@ -16,7 +16,7 @@ checks at once, the union is verified beside the lanes in `runners - 1` groups:
 No tree lands on another tree's verdict: a lane that passed on trunk says nothing of trunk plus
 another lane (docs/decisions.md, "Independent lanes, flaky retries, priority…"). Speculation
 costs runners, never a check of the landed tree. With one lane, or one runner, the round is
-`run_batch` as it was.
+`run_batch`, whose bisection verifies up to `runners` prefixes at once.
 """
 from __future__ import annotations
 
@@ -94,7 +94,7 @@ def run_lanes(repo: pygit2.Repository, trunk: str, changes: list[QueuedChange],
     must open its own handle on the store. Creates commits only, never moves a ref."""
     groups = partition(prints)
     if runners <= 1 or len(groups) <= 1:
-        return run_batch(repo, trunk, changes, verify, committer, cache)
+        return run_batch(repo, trunk, changes, verify, committer, cache, width=runners)
     cache = cache if cache is not None else SymbolCache()
     out = BatchOutcome(trunk)
     lanes = [_Lane(_chain(repo, trunk, [changes[i] for i in g], committer, cache, out)) for g in groups]
@@ -111,7 +111,7 @@ def run_lanes(repo: pygit2.Repository, trunk: str, changes: list[QueuedChange],
     union = build(lanes)
     if len(lanes) <= 1 or union is None:
         # one lane left, or lanes the facts called apart that do not merge: one batch, as always
-        again = run_batch(repo, trunk, rest, verify, committer, cache)
+        again = run_batch(repo, trunk, rest, verify, committer, cache, width=runners)
         again.conflicted[:0] = out.conflicted
         return again
 
