@@ -8,6 +8,10 @@
 2. Batched verification: 64 queued changes with a 2-second check, batches of the policy's size
    against one change at a time. One at a time costs a check per change, so its rate is
    measured on the first 8 changes.
+3. Lanes: 32 queued changes, each its own file (independent by their facts), 10 % of them
+   failing a 2-second check, batches of 16: independent lanes verified by 4 and 8 runners
+   against one lane (today's batch and bisection), in the same run. Every good change must land
+   and every failing one be rejected, on the trees their checks ran on.
 """
 from __future__ import annotations
 
@@ -21,7 +25,7 @@ import pygit2
 from pygit2.enums import FileMode
 
 from bench.worker import table
-from lonca.queue import CheckSpec, QueuedChange, Verdict, integrate, reasons, run_batch, verify_tree
+from lonca.queue import CheckSpec, QueuedChange, Verdict, footprint, integrate, reasons, run_batch, run_lanes, verify_tree
 from lonca.service.policy import DEFAULT as DEFAULT_POLICY
 
 SIG = pygit2.Signature("Bench", "bench@lonca.invalid", 1_700_000_000, 0)
@@ -124,6 +128,44 @@ def batch_rates(batch_size: int, n: int = 64, single: int = 8) -> tuple[float, f
         return batched, one_at_a_time, batched_calls
 
 
+def lane_rates(runners: list[int], n: int = 32, size: int = 16) -> dict[int, tuple[float, int]]:
+    """runners -> (changes/s, checks run) draining the same queue; 1 runner is one lane."""
+    check = [CheckSpec("tests", ("sh", "-c", "sleep 2; ! grep -rq BAD ."), 30)]
+    failing = set(range(3, n, 10))      # 10 %
+    out: dict[int, tuple[float, int]] = {}
+    with tempfile.TemporaryDirectory(prefix="lonca-bench-lanes-") as tmp:
+        repo, base = build_repo(Path(tmp) / "store.git", 200)
+        queue, prints = [], {}
+        for i in range(n):
+            c = make_change(repo, base, i, b"# BAD\n" if i in failing else b"")
+            queue.append(QueuedChange(f"c{i}", str(c), str(base), f"change {i}\n", SIG))
+            path = f"{_folder(i)}/m{i}.py"
+            prints[f"c{i}"] = footprint([path], {"edits": [f"{path}#f{i}"]})
+        for r in runners:
+            calls = 0
+
+            def verify(prefix, candidate):
+                nonlocal calls
+                calls += 1
+                store = pygit2.Repository(repo.path)    # each runner's thread its own handle
+                results = verify_tree(store, candidate, check)
+                why = reasons(results, ["tests"])
+                return Verdict(not why, why, results)
+            trunk, pending, landed, rejected = str(base), list(queue), set(), set()
+            t0 = time.perf_counter()
+            while pending:
+                window = pending[:size]
+                res = run_lanes(repo, trunk, window, [prints[c.change] for c in window], verify, r)
+                landed |= {c.change for c, _ in res.landed}
+                rejected |= {c.change for c, _ in res.rejected}
+                trunk, pending = res.trunk_after, [c for c in pending if c.change not in landed | rejected]
+            rate = n / (time.perf_counter() - t0)
+            if rejected != {f"c{i}" for i in failing} or len(landed) != n - len(failing):
+                raise RuntimeError(f"{r} runners: landed {len(landed)}, rejected {sorted(rejected)}")
+            out[r] = (rate, calls)
+    return out
+
+
 def main() -> None:
     ours, git = integration_rates()
     rows = [(f"integrations/s, {CHANGES} changes, {FILES} files (vs git CLI)", ours, git, ">= 5x")]
@@ -133,8 +175,15 @@ def main() -> None:
         label = "the policy's default" if size == default else "for comparison"
         rows.append((f"changes/s, 64 x 2 s check, batch {size}, {label} ({calls} checks)", batched, single,
                      ">= 8x" if size == default else "-"))
+    lanes = lane_rates([1, 4, 8])
+    one, one_calls = lanes[1]
+    for r in (4, 8):
+        rate, calls = lanes[r]
+        rows.append((f"changes/s, 32 x 2 s, 10% fail, lanes x{r} ({calls} vs {one_calls} checks)", rate, one,
+                     "-"))
     table(rows)
-    print("baseline of the batch rows: one change per check, measured on 8 changes", file=sys.stderr)
+    print("baseline of the batch rows: one change per check, measured on 8 changes; "
+          "of the lanes rows: one lane (batch and bisection) on the same queue", file=sys.stderr)
 
 
 if __name__ == "__main__":

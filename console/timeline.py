@@ -37,17 +37,17 @@ def _item(kind: str, en: dict, **more) -> dict:
 
 
 def _checks(en: dict) -> list[dict]:
-    """Each check of an integration attempt, with what says why one failed (its exit, a timeout,
-    output over the cap): never only "error in 4 ms"."""
+    """Each attempt of each check, with what says why one failed (its exit, a timeout, output over
+    the cap): never only "error in 4 ms". A retried check shows every attempt, its pass marked flaky."""
     out = []
     for a in en.get("evidence") or []:
         d = a.get("details") or {}
         why = [f"exit {d['exit']}"] if "exit" in d and d["exit"] != "0" else []
         why += ["timed out"] if d.get("timed_out") == "true" else []
         why += ["output over the cap"] if d.get("output_over_cap") == "true" else []
-        why += [f"{d['attempts']} attempts"] if d.get("attempts", "1") != "1" else []
         out.append({"check": a["check"], "name": d.get("name"), "result": a["result"], "duration_ms": d.get("duration_ms"),
-                    "why": ", ".join(why)})
+                    "why": ", ".join(why), "attempt": d.get("attempt") if d.get("attempts", "1") != "1" else None,
+                    "flaky": d.get("flaky") == "true"})
     return out
 
 

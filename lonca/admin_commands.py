@@ -11,7 +11,7 @@ from typing import Callable, Iterator
 
 from lonca import humankeys, humansig, paths
 from lonca import workspace as wsp
-from lonca.audit import read_witnesses, verify_entries, witness_problem
+from lonca.audit import landing_problems, read_witnesses, verify_entries, witness_problem
 from lonca.database_errors import database_problem
 from lonca.canonical import canonical
 from lonca.client import DAEMON_TOML, Client, Unreachable, checked_ping
@@ -62,12 +62,29 @@ def register(sub) -> None:
     av.add_argument("--database", help="a database URL (default: LONCA_DATABASE_URL or $LONCA_HOME/lonca.db)")
     av.add_argument("--witness", help="the folder of the worker's log witnesses, which tell a log whose end was removed "
                                       "(default: $LONCA_HOME/witness when reading the database)")
+    av.add_argument("--stores", help="the folder of the repositories' git stores (<repo>.git), where each integrated "
+                                     "commit's tree is compared with the tree its checks passed on "
+                                     "(default: $LONCA_HOME/repos when reading the database)")
 
     command(sub, "doctor", "check the daemon, its socket, git, your key and each repository's log", cmd_doctor,
             human=True)
+    rn = command(sub, "runner", "run the merge queue's checks for workers whose policy says [queue] runner = "
+                 '"celery" (broker: LONCA_CELERY_BROKER)', cmd_runner)
+    rn.add_argument("--concurrency", type=int, default=1, help="jobs run at once (default 1)")
 
 
 # -- the worker ------------------------------------------------------------------------------
+
+def cmd_runner(args) -> int:
+    """A check runner: a Celery worker of lonca.queue.celery_runner. It needs the broker and
+    nothing of the worker's: no home, no database, no token, no key."""
+    if args.concurrency < 1:
+        raise Usage("--concurrency is at least 1")
+    from lonca.queue.celery_runner import app
+    app.worker_main(["worker", "--concurrency", str(args.concurrency), "--pool", "prefork", "--loglevel", "INFO",
+                     "--without-gossip", "--without-mingle", "--hostname", f"lonca-runner-{os.getpid()}@%h"])
+    return OK
+
 
 def cmd_daemon(args) -> int:
     import asyncio
@@ -375,6 +392,22 @@ def _rows_from_file(path: str, repo: str | None) -> dict[str, list[tuple[str, st
     return {name: rows}
 
 
+def _tree_reader(folder: str | None, repo: str) -> Callable[[str], str | None] | None:
+    """commit -> its tree id, from the repository's git store in `folder`; None without one."""
+    path = Path(folder) / f"{repo}.git" if folder else None
+    if path is None or not path.is_dir():
+        return None
+    import pygit2
+    store = pygit2.Repository(str(path))
+
+    def tree_of(commit: str) -> str | None:
+        try:
+            return str(store[commit].peel(pygit2.Commit).tree_id)
+        except (KeyError, ValueError, pygit2.GitError):
+            return None
+    return tree_of
+
+
 def cmd_audit_verify(args) -> int:
     if args.file:
         logs = _rows_from_file(args.file, args.repo)
@@ -389,11 +422,17 @@ def cmd_audit_verify(args) -> int:
     witnesses = read_witnesses(Path(folder)) if folder else {}
     if args.repo:
         witnesses = {r: w for r, w in witnesses.items() if r == args.repo}
+    stores = args.stores or (None if args.file else str(paths.lonca_home() / "repos"))
     results = []
     for repo, rows in sorted(logs.items()):
         count, problem = verify_entries(repo, rows)
+        tree_of = _tree_reader(stores, repo)
+        landings = 0
+        if problem is None:
+            landings, problem = landing_problems(rows, tree_of)
         result = {"repo": repo, "entries": count, "ok": problem is None,
-                  "bad_seq": problem.seq if problem else None, "reason": problem.reason if problem else None}
+                  "bad_seq": problem.seq if problem else None, "reason": problem.reason if problem else None,
+                  "checked_landings": landings, "trees_compared": tree_of is not None}
         w = witnesses.get(repo)
         if w and problem is None:
             key = json.loads(rows[0][0])["op"].get("daemon_key") if rows else None
@@ -403,16 +442,20 @@ def cmd_audit_verify(args) -> int:
         results.append(result)
     for repo in sorted(set(witnesses) - set(logs)):
         results.append({"repo": repo, "entries": 0, "ok": False, "bad_seq": 1,
-                        "reason": f"the log is gone but its witness records seq {witnesses[repo]['seq']}"})
+                        "reason": f"the log is gone but its witness records seq {witnesses[repo]['seq']}",
+                        "checked_landings": 0, "trees_compared": False})
     ok = all(r["ok"] for r in results)
     if args.json:
         emit_json({"ok": ok, "logs": results})
     else:
         for r in results:
             if r["ok"]:
-                print(f"{paint('ok', '32')}   {r['repo']}: {r['entries']} entries; chain, daemon and human signatures verify")
+                trees = ("each checked integration's tree is the one its checks passed on" if r["trees_compared"]
+                         else "no git store: integrated trees not compared (--stores)")
+                print(f"{paint('ok', '32')}   {r['repo']}: {r['entries']} entries; chain, daemon and human signatures verify; "
+                      f"{r['checked_landings']} checked integrations, {trees}")
             else:
-                print(f"{paint('BAD', '31')}  {r['repo']}: seq {r['bad_seq']}: {r['reason']} ({r['entries']} entries before it verify)")
+                print(f"{paint('BAD', '31')}  {r['repo']}: seq {r['bad_seq']}: {r['reason']} ({r['entries']} entries verify)")
     if not ok:
         bad = next(r for r in results if not r["ok"])
         print(f"integrity: {bad['repo']} seq {bad['bad_seq']}: {bad['reason']}", file=sys.stderr)

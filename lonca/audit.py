@@ -1,11 +1,12 @@
 """Offline verification of a repository's log: the hash chain, every daemon signature and every
 human signature, from nothing but the entries. The worker runs the same check when it replays the
-log at start; `lonca audit verify` runs it on the database or an exported log."""
+log at start; `lonca audit verify` runs it on the database or an exported log, and also checks
+that each tree put on trunk is the one its checks passed on (`landing_problem`)."""
 import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
+from typing import Callable, Iterable
 
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
@@ -143,6 +144,65 @@ def verify_entries(repo: str, rows: Iterable[tuple[str, str, str]]) -> tuple[int
         if problem:
             return count, problem
         count += 1
+    return count, None
+
+
+# -- each integrated tree against its attestations ----------------------------------------------
+# Trunk stays green only if every tree that became trunk is the subject of the passing checks of
+# its integration entry (docs/decisions.md, "Independent lanes"). The entry names commits; a
+# commit's id fixes its tree, which the repository's git store tells.
+
+CHECK_KINDS = {"build", "tests", "extended", "named"}
+
+
+def _final(attestation: dict) -> bool:
+    """The last attempt of its check (every attestation of a log from before retries is)."""
+    details = attestation.get("details") or {}
+    return details.get("attempt") == details.get("attempts")
+
+
+def landing_problem(entry: dict, tree_of: Callable[[str], str | None] | None) -> str | None:
+    """Why an allowed change.integrate or change.integrate_batch does not carry passing checks of
+    exactly the tree it put on trunk, or None. `tree_of(commit)` is the commit's tree id from the
+    store (None when the store lacks it); without a store, only that every check passed on one
+    tree is checked."""
+    op = entry.get("op") or {}
+    if op.get("op") not in ("change.integrate", "change.integrate_batch") \
+            or (entry.get("decision") or {}).get("outcome") != "allow":
+        return None
+    finals = [a for a in entry.get("evidence") or () if a.get("check") in CHECK_KINDS and _final(a)]
+    if not finals:
+        return None     # the policy owed no check
+    for a in finals:
+        if a.get("result") != "pass":
+            name = (a.get("details") or {}).get("name", a.get("check"))
+            return f"integrated although its {name} check ended {a.get('result')!r}"
+    subjects = sorted({str(a.get("subject_tree")) for a in finals})
+    if len(subjects) > 1:
+        return f"integrated on checks of {len(subjects)} different trees ({', '.join(s[:12] for s in subjects)})"
+    head = op["merged"] if op["op"] == "change.integrate" else op["merged"][-1][1]
+    if tree_of is None:
+        return None
+    tree = tree_of(head)
+    if tree is None:
+        return f"the integrated commit {head} is not in the repository's store"
+    if tree != subjects[0]:
+        return (f"trunk became commit {head[:12]} of tree {tree[:12]}, but its checks passed on "
+                f"tree {subjects[0][:12]}: that tree was never checked")
+    return None
+
+
+def landing_problems(rows: Iterable[tuple[str, str, str]],
+                     tree_of: Callable[[str], str | None] | None) -> tuple[int, Problem | None]:
+    """(integrations with checks, first problem or None) over a verified chain's rows."""
+    count = 0
+    for text, _, _ in rows:
+        entry = json.loads(text)
+        why = landing_problem(entry, tree_of)
+        if why:
+            return count, Problem(entry["seq"], why)
+        count += entry["op"]["op"] in ("change.integrate", "change.integrate_batch") and \
+            entry["decision"]["outcome"] == "allow" and any(a.get("check") in CHECK_KINDS for a in entry["evidence"])
     return count, None
 
 

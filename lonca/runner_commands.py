@@ -93,6 +93,9 @@ def register(sub) -> None:
     rj = command(sub, "reject", "reject a pending operation (signed with your file key)", cmd_reject, repo=True)
     rj.add_argument("seq", type=int)
     rj.add_argument("--reason", required=True)
+    pr = command(sub, "priority", "put a queued change ahead of the changes it is independent of (signed with "
+                 "your file key)", cmd_priority, repo=True)
+    pr.add_argument("change", help="the change id, or its first letters (at least 4)")
 
 
 def _logged(args, out: dict, text: str) -> int:
@@ -470,3 +473,16 @@ def cmd_approve(args) -> int:
 
 def cmd_reject(args) -> int:
     return _decide(args, {"op": "reject", "target_seq": args.seq, "reason": args.reason})
+
+
+def cmd_priority(args) -> int:
+    name = human_name(args)
+    need_key(name)      # before the worker is asked anything
+    with Client() as c:
+        repo = pick_repo(c, name, args.repo)
+        change = args.change
+        if len(change) < 32:
+            change = human_call(c, name, "change.resolve", {"prefix": change}, repo=repo)["change"]
+        res = human_submit(c, name, repo, {"op": "priority", "change": change})
+    return _logged(args, {"seq": res["seq"], "change": change, "decision": res["decision"]},
+                   f"priority of change {change[:12]}")

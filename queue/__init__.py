@@ -24,14 +24,27 @@ Verifying (checks.py, checkout.py, verification.py)
   the first check that does not pass), `reasons(results, owed)` -> verification_failed:<check>,
   verification_error:<check>, verification_missing:<check>.
 
-Recording (attest.py)
-- `attestation(result, subject_tree, log_id)`, `store_log(repo, result)` (the tail as a blob).
+Runners elsewhere (remote.py, celery_runner.py; Celery is imported only by the latter)
+- `pack(repo, tree, specs) -> job`, `run_job(job)` (on the runner), `unpack_results`: a candidate's
+  checks as one JSON job that carries the tree and nothing of the worker's.
+- `celery_runner.verify_remote(repo, tree, specs) -> (results, runner)`; `celery_runner.app` is
+  what `lonca runner` starts.
 
-Batching (batching.py)
-- `find_culprit(n, verify) -> index`: bisection over prefixes, O(log n) verifications.
-- `run_batch(repo, trunk, [QueuedChange], verify(prefix, commit) -> Verdict) -> BatchOutcome`
-  (`landed` [(change, commit)], `conflicted`, `rejected` [(change, verdict)], `requeued`,
-  `verdicts`, `trunk_after`).
+Recording (attest.py)
+- `attestations(repo, result, subject_tree, runner=None) -> [dict]`: one per attempt, each with its own output
+  tail stored as a blob (`log`); a pass after a failed attempt is marked `flaky`.
+
+Batching (batching.py, lanes.py, lane_round.py)
+- `find_culprit(n, verify) -> index`: bisection over prefixes, O(log n) verifications;
+  `find_culprit_wide(n, verify_many, width)`: `width` prefixes at once per wave.
+- `run_batch(repo, trunk, [QueuedChange], verify(prefix, commit) -> Verdict, width=1) -> BatchOutcome`
+  (`landed` [(change, commit)], `landed_verdict` (of exactly the landed tree), `conflicted`,
+  `rejected` [(change, verdict)], `requeued`, `verdicts`, `trunk_after`).
+- `footprint(paths, facts) -> Footprint`, `depends(a, b)`, `partition([Footprint]) -> [[index]]`:
+  independent lanes from symbol facts; `ahead(footprints, urgent) -> [index]`: the queue's order
+  with prioritised changes first, never past a change they depend on.
+- `run_lanes(repo, trunk, changes, footprints, verify, runners) -> BatchOutcome`: the lanes
+  verified in parallel, the union first; only a tree whose checks passed lands.
 """
 # This folder is named `queue` and sits at the repository root: when the root is on sys.path
 # (`python -c`, `python -m` from the root) it would shadow the standard library's `queue`, which
@@ -51,16 +64,18 @@ if __name__ == "queue":
 
 # Below, the library itself, only under its own name.
 if __name__ != "queue":
-    from .attest import attestation, store_log
-    from .batching import BatchOutcome, QueuedChange, Verdict, find_culprit, run_batch
+    from .attest import attestations
+    from .batching import BatchOutcome, QueuedChange, Verdict, find_culprit, find_culprit_wide, run_batch
+    from .lane_round import run_lanes
+    from .lanes import Footprint, ahead, depends, footprint, partition
     from .checkout import checkout_tree
     from .checks import CheckRun, run_check
     from .merge import Integration, MergeResult, integrate, merge_trees
     from .verification import CheckResult, CheckSpec, reasons, verify_tree
 
     __all__ = [
-        "BatchOutcome", "CheckResult", "CheckRun", "CheckSpec", "Integration", "MergeResult",
-        "QueuedChange", "Verdict", "attestation", "checkout_tree", "find_culprit",
-        "integrate", "merge_trees", "reasons", "run_batch", "run_check",
-        "store_log", "verify_tree",
+        "BatchOutcome", "CheckResult", "ahead", "CheckRun", "CheckSpec", "Footprint", "Integration",
+        "MergeResult", "QueuedChange", "Verdict", "attestations", "checkout_tree", "depends",
+        "find_culprit", "find_culprit_wide", "footprint", "integrate", "merge_trees", "partition", "reasons",
+        "run_batch", "run_check", "run_lanes", "verify_tree",
     ]

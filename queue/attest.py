@@ -1,5 +1,9 @@
 """The seed's shape for what verification found: the attestations of the change.integrate entry.
 
+Every attempt of a check is an attestation of its own (`details.attempt` of `details.attempts`),
+with its own output tail: a check that failed and then passed shows both, and the pass is marked
+`flaky`.
+
 An attestation is signed into the log, so it holds only strings and integers: the output tail is
 stored as a blob in the repository's store and the attestation names its id (`log`). change.get's
 evidence is made from the logged attestations, so it reads the same after a restart.
@@ -26,33 +30,39 @@ def env_hash(result: CheckResult) -> str:
                                      ensure_ascii=False).encode()).hexdigest()
 
 
-def store_log(repo: pygit2.Repository, result: CheckResult) -> str | None:
-    """The output tail of the last attempt as a blob; None when it printed nothing."""
-    last = result.last
-    if last is None or not last.output:
-        return None
-    return str(repo.create_blob(last.output))
-
-
-def _details(result: CheckResult) -> dict[str, str]:
+def _details(result: CheckResult, attempt: int) -> dict[str, str]:
     details = {}
     if result.spec.kind == "named":
         details["name"] = result.spec.name
-    last = result.last
-    if last is not None:
-        details["attempts"] = str(len(result.runs))
-        details["duration_ms"] = str(result.duration_ms)
-        if last.exit is not None:
-            details["exit"] = str(last.exit)
-        if last.timed_out:
-            details["timed_out"] = "true"
-        if last.overflowed:
-            details["output_over_cap"] = "true"
+    if not result.runs:
+        return details
+    run = result.runs[attempt - 1]
+    details["attempt"] = str(attempt)
+    details["attempts"] = str(len(result.runs))
+    details["duration_ms"] = str(run.duration_ms)    # this attempt's: the log's sums add up
+    if run.exit is not None:
+        details["exit"] = str(run.exit)
+    if run.timed_out:
+        details["timed_out"] = "true"
+    if run.overflowed:
+        details["output_over_cap"] = "true"
+    if attempt == len(result.runs) > 1 and run.result == "pass":
+        details["flaky"] = "true"    # passed only on a retry: counted (status.flaky)
     return details
 
 
-def attestation(result: CheckResult, subject_tree: str, log_id: str | None) -> dict:
-    """{"check", "result", "subject_tree", "details", "env", "log", "producer"}."""
-    return {"check": result.spec.kind, "result": result.result, "subject_tree": subject_tree,
-            "details": _details(result), "env": env_hash(result), "log": log_id,
-            "producer": PRODUCER}
+def attestations(repo: pygit2.Repository, result: CheckResult, subject_tree: str,
+                 runner: str | None = None) -> list[dict]:
+    """One attestation per attempt, each naming its own output tail, stored as a blob (None
+    when the attempt printed nothing); one `skipped` attestation for a check that did not run.
+    `runner` names the runner that ran it when that was not the worker itself."""
+    def one(attempt: int) -> dict:
+        run = result.runs[attempt - 1] if result.runs else None
+        details = _details(result, attempt)
+        if runner:
+            details["runner"] = runner
+        return {"check": result.spec.kind, "result": run.result if run else "skipped",
+                "subject_tree": subject_tree, "details": details, "env": env_hash(result),
+                "log": str(repo.create_blob(run.output)) if run and run.output else None,
+                "producer": PRODUCER}
+    return [one(i) for i in range(1, max(1, len(result.runs)) + 1)]

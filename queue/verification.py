@@ -55,28 +55,34 @@ class CheckResult:
         return self.runs[-1] if self.runs else None
 
 
+def run_specs(cwd: Path, specs: list[CheckSpec]) -> list[CheckResult]:
+    """The checks in order in the checkout at `cwd`, each tried up to its `attempts`, stopping
+    at the first that does not pass (the rest are skipped)."""
+    results = [CheckResult(s) for s in specs]
+    for res in results:
+        spec = res.spec
+        for _ in range(max(1, spec.attempts)):
+            res.runs.append(run_check(list(spec.argv), cwd, spec.env_names, spec.timeout_s, spec.max_bytes))
+            if res.result == "pass":
+                break
+        if res.result != "pass":
+            break
+    return results
+
+
 def verify_tree(repo: pygit2.Repository, tree: pygit2.Oid | str, specs: list[CheckSpec],
                 workdir: Path | None = None) -> list[CheckResult]:
     """Run the checks on a checkout of `tree` in a fresh temporary folder (under `workdir`
     when given), removed afterwards."""
-    results = [CheckResult(s) for s in specs]
     if not specs:
-        return results
+        return []
     root = Path(tempfile.mkdtemp(prefix="lonca-check-", dir=workdir))
     try:
         cwd = root / "tree"
         checkout_tree(repo, tree, cwd)
-        for res in results:
-            spec = res.spec
-            for _ in range(max(1, spec.attempts)):
-                res.runs.append(run_check(list(spec.argv), cwd, spec.env_names, spec.timeout_s, spec.max_bytes))
-                if res.result == "pass":
-                    break
-            if res.result != "pass":
-                break
+        return run_specs(cwd, specs)
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    return results
 
 
 def reasons(results: list[CheckResult], owed: list[str]) -> list[str]:

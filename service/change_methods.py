@@ -333,11 +333,26 @@ def change_json(rs: RepoState, rec: ChangeRec) -> dict:
             "created_ms": rec.created_ms, "version": rec.version, "versions": rec.versions, "checks": rec.checks,
             "runs": runs, "integrate_seq": rec.integrate_seq, "integrate_decision": rec.integrate_decision,
             "evidence": rec.evidence, "intent": rec.intent, "paths": rec.paths, "session": rec.session,
-            "review_seq": rec.review_seq, "review_commit": rec.review_commit, "review_evidence": rec.review_evidence}
+            "review_seq": rec.review_seq, "review_commit": rec.review_commit, "review_evidence": rec.review_evidence,
+            "priority_seq": rec.priority_seq}
 
 
-def evidence_of(store: pygit2.Repository, a: dict) -> dict:
-    """change.get's evidence from an attestation of the log; the output tail is its `log` blob."""
+def _by_check(attestations: list[dict]) -> list[list[dict]]:
+    """The attestations of one entry, each check's attempts together: a check's first attempt
+    (details.attempt "1", or none in a log from before retries) starts its group."""
+    groups: list[list[dict]] = []
+    for a in attestations:
+        if groups and (a.get("details") or {}).get("attempt", "1") != "1":
+            groups[-1].append(a)
+        else:
+            groups.append([a])
+    return groups
+
+
+def evidence_of(store: pygit2.Repository, attempts: list[dict]) -> dict:
+    """change.get's evidence of one check from its attempts' attestations in the log: the last
+    attempt's result and output tail (its `log` blob), the time of every attempt."""
+    a = attempts[-1]
     det = a.get("details") or {}
     text, truncated = None, det.get("log_truncated") == "true"
     if a.get("log"):
@@ -347,9 +362,13 @@ def evidence_of(store: pygit2.Repository, a: dict) -> dict:
             text = data[-TAIL_BYTES:].decode("utf-8", "replace")
         except (KeyError, ValueError):
             text = None
-    num = lambda k: int(det[k]) if det.get(k, "").lstrip("-").isdigit() else None
-    return {"check": a["check"], "result": a["result"], "exit": num("exit"), "duration_ms": num("duration_ms"),
-            "attempts": num("attempts"), "sandbox": None, "error": det.get("error"), "details": det,
+
+    def num(d: dict, k: str) -> int | None:
+        return int(d[k]) if d.get(k, "").lstrip("-").isdigit() else None
+    times = [num(x.get("details") or {}, "duration_ms") for x in attempts]
+    return {"check": a["check"], "result": a["result"], "exit": num(det, "exit"),
+            "duration_ms": None if None in times else sum(t for t in times if t is not None),
+            "attempts": num(det, "attempts"), "sandbox": None, "error": det.get("error"), "details": det,
             "log": text, "log_truncated": truncated}
 
 
@@ -363,7 +382,8 @@ async def get(call: Call) -> dict:
     # read on the loop: an integration (a check before the decision) replaces them
     out, attestations, before = change_json(rs, rec), list(rec.evidence), list(rec.review_evidence)
     out["evidence"], out["review_evidence"] = await on_store(
-        call, lambda store: ([evidence_of(store, a) for a in attestations], [evidence_of(store, a) for a in before]))
+        call, lambda store: ([evidence_of(store, g) for g in _by_check(attestations)],
+                             [evidence_of(store, g) for g in _by_check(before)]))
     return out
 
 

@@ -16,7 +16,8 @@ from .lease_model import Interest, LeaseSet, Reservation
 from .state import STATUS_WINDOW, ChangeRec, PendingRec, RepoState, SessionRec, State
 from .store import CheckpointRow
 
-FORMAT = 2  # a checkpoint of another format is ignored (the log is replayed whole); 2 adds recovery, enrolled_by
+FORMAT = 3  # a checkpoint of another format is ignored (the log is replayed whole); 2 adds recovery and
+           # enrolled_by, 3 flaky
 EVERY = 10_000  # entries between a repository's checkpoints while the worker runs
 
 
@@ -42,6 +43,7 @@ def dump(st: State, rs: RepoState) -> dict:
         "pending": [_plain(p) for p in rs.pending.values()],
         "queue": rs.queue,
         "verification_days": sorted(rs.verification_days.items()),
+        "flaky": rs.flaky,
         "pins": {c: sorted(sets) for c, sets in rs.pins.items()},
         "events": rs.events,
         "live_sessions": list(rs.live_sessions), "gone_sessions": list(rs.gone_sessions),
@@ -73,6 +75,7 @@ def load(st: State, data: dict) -> RepoState:
     rs.pending = {d["seq"]: PendingRec(**d) for d in data["pending"]}
     rs.queue = data["queue"]
     rs.verification_days = {day: ms for day, ms in data["verification_days"]}
+    rs.flaky = data["flaky"]
     rs.pins = {c: set(sets) for c, sets in data["pins"].items()}
     rs.events = data["events"]
     rs.live_sessions = dict.fromkeys(data["live_sessions"])

@@ -16,7 +16,7 @@ from .auth import new_human_token, token_hash
 from .log import Draft, allow
 from .policy import load as load_policy
 from .methods import Call, method
-from .review_methods import decide_approve, decide_comment, decide_policy_update, decide_reject
+from .review_methods import decide_approve, decide_comment, decide_policy_update, decide_priority, decide_reject
 from .session_methods import decide_cap_revoke, decide_session_start
 from .store import NonceRow, PreparedRow, TokenRow
 
@@ -164,7 +164,7 @@ async def logout(call: Call) -> dict:
 # Operation kinds human.submit takes, each decided by its own function (later issues add more).
 SUBMIT_OPS: dict[str, Callable[..., Draft]] = {
     "session.start": decide_session_start, "approve": decide_approve, "reject": decide_reject, "comment": decide_comment,
-    "policy.update": decide_policy_update, "cap.revoke": decide_cap_revoke}
+    "policy.update": decide_policy_update, "priority": decide_priority, "cap.revoke": decide_cap_revoke}
 # Kinds whose submission does work off the loop around the append: (call, rs, op, append) -> the
 # answer, where append(decide_op) logs the signed op as decided by decide_op(call, rs, op). A
 # bridge fetches facts before its decision and pushes after its entry (service/bridge_methods.py).

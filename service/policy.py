@@ -49,6 +49,7 @@ class Policy:
     check_timeout_s: int = 600
     check_env: tuple[str, ...] = ()
     batch_size: int = 16  # one verification for up to 16 changes; a failure costs log2(16) more
+    retries: int = 0  # a check that does not pass runs again up to this many times (flaky suites)
     # [sessions]
     ops_per_minute: int = 600
     session_max_ttl_ms: int = 7 * 24 * 3600_000
@@ -61,6 +62,8 @@ class Policy:
     day_seconds: int = 0
     # [queue]
     max_behind: int = 1000  # a base more integrations behind trunk than this is stale_trunk
+    runners: int = 1  # checks run at once; above 1, independent lanes are verified in parallel
+    runner: str = "embedded"  # or "celery": checks run on `lonca runner` processes through the broker
     problem: str | None = None  # why lonca.toml could not be read (then these are the defaults)
 
     @property
@@ -229,6 +232,7 @@ SETTINGS = (
     Setting("verification", "timeout_s", "check_timeout_s", "int", 1),
     Setting("verification", "env", "check_env", "env"),
     Setting("verification", "batch_size", "batch_size", "int", 1),
+    Setting("verification", "retries", "retries", "int", 0),
     Setting("sessions", "ops_per_minute", "ops_per_minute", "int", 1),
     Setting("sessions", "max_ttl_hours", "session_max_ttl_ms", "int", 1, 3600_000),
     Setting("sessions", "stop_rounds", "stop_rounds", "int"),
@@ -236,6 +240,8 @@ SETTINGS = (
     Setting("quota", "session_seconds", "session_seconds", "int"),
     Setting("quota", "day_seconds", "day_seconds", "int"),
     Setting("queue", "max_behind", "max_behind", "int"),
+    Setting("queue", "runners", "runners", "int", 1),
+    Setting("queue", "runner", "runner", "choice", choices=("embedded", "celery")),
 )
 _BY_KEY = {(s.table, s.key): s for s in SETTINGS}
 TABLES = tuple(dict.fromkeys(s.table for s in SETTINGS))

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import pygit2
 
 from lonca.protocol import LoncaError
-from lonca.queue import CheckSpec, QueuedChange, Verdict, attestation, reasons, run_batch, store_log, verify_tree
+from lonca.queue import CheckSpec, QueuedChange, Verdict, ahead, attestations, footprint, reasons, run_lanes, verify_tree
 from lonca.queue.checks import kill_running
 
 from . import gitstore
@@ -82,18 +82,24 @@ class QueueRunner:
             raise LoncaError("git", f"trunk's ref of {rs.name} is locked by a running process; the integration waits for it")
 
     async def _drain_once(self, rs: RepoState) -> None:
-        """One candidate of up to batch_size changes: merged, verified once (bisected on a
-        failure), then logged; trunk's ref moves after the entry is durable."""
+        """One round of up to batch_size changes: merged, verified (bisected on a failure; in
+        independent lanes at once under [queue] runners > 1), then logged; trunk's ref moves
+        after the entry is durable."""
         self._trunk_unlocked(rs)
-        batch = [self._queued(rs, cid) for cid in rs.queue[: max(1, rs.policy.batch_size)]]
+        window = self._ordered(rs)[: max(1, rs.policy.batch_size)]
+        batch = [self._queued(rs, cid) for cid in window]
+        prints = [footprint(rs.changes[cid].paths, rs.changes[cid].facts) for cid in window]
         now, pol, repo, trunk, symbols = self.d.now_ms(), rs.policy, rs.name, rs.trunk, self.d.symbols
         snap = _Snapshot(pol, {q.change: rs.quota_reasons(rs.changes[q.change].session, now) for q in batch},
                       {q.change: pol.runs(rs.changes[q.change]) or [] for q in batch})
         committer = pygit2.Signature(*DAEMON_SIG, now // 1000, 0)
 
+        def verify(prefix: list[QueuedChange], commit: str) -> Verdict:
+            # the lanes' checks run on threads of their own: each takes its thread's handle
+            return self._verify(self.d.store(repo), snap, prefix, commit)
+
         def work():
-            store = self.d.store(repo)  # this thread's own handle
-            return run_batch(store, trunk, batch, lambda prefix, commit: self._verify(store, snap, prefix, commit), committer, symbols)
+            return run_lanes(self.d.store(repo), trunk, batch, prints, verify, pol.runners, committer, symbols)
         self.d.verifying.update(q.change for q in batch)
         try:
             out = await asyncio.to_thread(work)
@@ -133,6 +139,16 @@ class QueueRunner:
         except _Moved:
             pass
 
+    @staticmethod
+    def _ordered(rs: RepoState) -> list[str]:
+        """The queue, with the changes a human gave priority ahead of those they do not
+        depend on (lonca.queue.ahead)."""
+        urgent = {i for i, cid in enumerate(rs.queue) if rs.changes[cid].priority_seq is not None}
+        if not urgent:
+            return list(rs.queue)
+        prints = [footprint(rs.changes[cid].paths, rs.changes[cid].facts) for cid in rs.queue]
+        return [rs.queue[i] for i in ahead(prints, urgent)]
+
     def _queued(self, rs: RepoState, cid: str) -> QueuedChange:
         rec = rs.changes[cid]
         now = self.d.now_ms()
@@ -152,13 +168,18 @@ class QueueRunner:
                 if name not in owed:
                     owed.append(name)
         pol = snap.policy
-        specs = [CheckSpec(name, tuple(pol.argv(name)), pol.check_timeout_s, pol.check_env, MAX_OUTPUT)
+        specs = [CheckSpec(name, tuple(pol.argv(name)), pol.check_timeout_s, pol.check_env, MAX_OUTPUT,
+                           attempts=1 + pol.retries)
                  for name in owed if pol.argv(name)]
         tree = str(store[commit].peel(pygit2.Commit).tree_id)
-        results = verify_tree(store, tree, specs)
-        attestations = [attestation(r, tree, store_log(store, r)) for r in results]
+        runner = None
+        if pol.runner == "celery":      # imported here: Celery is an optional dependency
+            from lonca.queue.celery_runner import verify_remote
+            results, runner = verify_remote(store, tree, specs)
+        else:
+            results = verify_tree(store, tree, specs)
         why = reasons(results, owed)
-        return Verdict(ok=not why, reasons=why, detail=attestations)
+        return Verdict(ok=not why, reasons=why, detail=[a for r in results for a in attestations(store, r, tree, runner)])
 
     async def _land(self, rs: RepoState, trunk_before: str, landed: list[tuple[QueuedChange, str]], attestations: list[dict]) -> None:
         self._trunk_unlocked(rs)

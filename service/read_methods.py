@@ -66,13 +66,14 @@ async def status(call: Call) -> dict:
     changes = [{"change": c.id, "actor": actor_label(c.actor), "status": c.status, "provenance": c.provenance,
                 "commit": c.commit, "base": c.base, "intent": c.intent, "created_ms": c.created_ms,
                 "version": c.version, "paths": c.paths, "checks": c.checks,
-                "runs": pol.runs(c)}
+                "runs": pol.runs(c), "priority_seq": c.priority_seq}
                for c in sorted(_listed_changes(rs), key=lambda c: c.proposed_seq)]
     return {
         "repo": rs.name, "trunk": rs.trunk, "policy": rs.policy_id, "policy_checks": pol.check_names,
         "policy_problem": pol.problem,
         "frozen": rs.frozen, "queue": list(rs.queue), "next_seq": rs.next_seq, "head_hash": rs.head_hash,
         "now_ms": now, "verification_day_ms": rs.verification_days.get(now // 86_400_000, 0), "daemon_key": rs.daemon_key,
+        "flaky": dict(sorted(rs.flaky.items())),
         "below_hardened": [], "profile": rs.profile, "unparsed_files": pol.unparsed_files,
         "humans": {n: {"alg": k["alg"], "public": k["public"], "recovery": rs.recovery[n]["public"] if n in rs.recovery else None,
                        "counts_as": rs.principal(n)} for n, k in sorted(rs.humans.items())},

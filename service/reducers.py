@@ -375,6 +375,11 @@ def leave_queue(rs: RepoState, change: str, status: dict) -> None:
     rs.done_changes.append(change)
 
 
+def _apply_priority(st: State, rs: RepoState, entry: dict, op: dict, outcome: str) -> None:
+    if outcome == "allow" and op["change"] in rs.changes:
+        rs.changes[op["change"]].priority_seq = entry["seq"]
+
+
 def _apply_withdraw(st: State, rs: RepoState, entry: dict, op: dict, outcome: str) -> None:
     if outcome == "allow" and op["change"] in rs.changes:
         leave_queue(rs, op["change"], {"status": "withdrawn"})
@@ -465,7 +470,12 @@ def _integrated(rs: RepoState, entry: dict, rec, commit: str) -> None:
 
 
 def _account(rs: RepoState, entry: dict, recs: list) -> None:
-    """Verification time counts against the day (UTC) and the sessions' lines ([quota])."""
+    """Verification time counts against the day (UTC) and the sessions' lines ([quota]); a
+    check that passed on a retry counts as flaky (status.flaky)."""
+    for a in entry["evidence"]:
+        if a["details"].get("flaky") == "true":
+            name = a["details"].get("name", a["check"])
+            rs.flaky[name] = rs.flaky.get(name, 0) + 1
     ms = _duration(entry["evidence"])
     if not ms:
         return
@@ -565,6 +575,7 @@ REDUCERS: dict[str, Reducer] = {
     "reject": _apply_reject,
     "comment": _apply_comment,
     "change.check": _apply_check,
+    "priority": _apply_priority,
     "change.integrate": _apply_integrate,
     "change.integrate_batch": _apply_batch,
     "negotiate": _apply_negotiate,

@@ -1,5 +1,5 @@
 """What humans decide: approve (with checks), reject (with a reason) and comment on a pending change,
-and the policy (human.prepare_policy, then a signed policy.update)."""
+the priority of a queued one, and the policy (human.prepare_policy, then a signed policy.update)."""
 import pygit2
 
 from lonca.protocol import LoncaError
@@ -37,6 +37,22 @@ def decide_approve(call: Call, rs: RepoState, op: dict) -> Draft:
         return {"target_seq": op["target_seq"], "change": pending.change if pending else None}
     return Draft(actor=call.auth.actor, op=op, decision=decision, result=result,
                  after_commit=[call.ctx.queue_wake] if decision["outcome"] == "allow" else [])
+
+
+def decide_priority(call: Call, rs: RepoState, op: dict) -> Draft:
+    """A queued change goes ahead of the changes queued before it that it is independent of
+    (lonca.queue.ahead), from the next round of the queue on."""
+    rec = rs.changes.get(op["change"])
+    if rec is None:
+        raise LoncaError("not_found", f"no change {op['change']}")
+    reasons = []
+    if rec.status["status"] != "queued":
+        reasons.append("not_queued")
+    elif rec.priority_seq is not None:
+        reasons.append("already_priority")
+    decision = deny(*reasons) if reasons else allow()
+    return Draft(actor=call.auth.actor, op=op, decision=decision, result=lambda e: {"change": rec.id},
+                 after_commit=[call.ctx.queue_wake] if not reasons else [])
 
 
 def decide_reject(call: Call, rs: RepoState, op: dict) -> Draft:

@@ -275,6 +275,7 @@ SUBMIT_OPS = Tagged("op", {
                     "text": Str(TEXT_MAX), "request_changes": Bool()},
                    frozenset({"target_seq", "path", "text", "request_changes"}), present=("line", "symbol")),
     "policy.update": Obj({"policy": GIT_ID}, frozenset({"policy"})),
+    "priority": Obj({"change": CHANGE_ID}, frozenset({"change"})),
     "human.enroll": Obj({"human": NAME, "key": HUMAN_KEY}, frozenset({"human", "key"})),
     "human.rotate": Obj({"human": NAME, "key": HUMAN_KEY}, frozenset({"human", "key"})),
     "human.recovery_key": Obj({"human": NAME, "key": HUMAN_KEY}, frozenset({"human", "key"})),

@@ -78,6 +78,7 @@ class ChangeRec:
     review_commit: str | None = None    # the commit the last change.check ran on (checks before the decision)
     review_seq: int | None = None
     review_evidence: list = field(default_factory=list)
+    priority_seq: int | None = None  # a human's signed priority: ahead of what it is independent of
 
 
 @dataclass
@@ -117,6 +118,7 @@ class RepoState:
     pending: dict[int, PendingRec] = field(default_factory=dict)
     queue: list[str] = field(default_factory=list)
     verification_days: dict[int, int] = field(default_factory=dict)  # UTC day -> ms of checks run
+    flaky: dict[str, int] = field(default_factory=dict)  # check -> passes on a retry ([verification] retries)
     pins: dict[str, set[str]] = field(default_factory=dict)  # change -> lease sets with items pinned to it
     events: dict[str, list[dict]] = field(default_factory=dict)  # session -> its events in seq order (EVENTS_KEPT)
     live_sessions: dict[str, None] = field(default_factory=dict)  # not ended and not run out, in start order

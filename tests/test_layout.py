@@ -16,7 +16,7 @@ RULES = {
 PACKAGES = {"lonca.service": "service", "lonca.symbols": "symbols", "lonca.queue": "queue", "lonca.console": "console"}
 # The only places the client side may reach the worker or the console: inside the commands that start them.
 STARTERS = {("lonca/admin_commands.py", "cmd_daemon"), ("lonca/console_commands.py", "cmd_console"),
-            ("lonca/console_commands.py", "cmd_up")}
+            ("lonca/console_commands.py", "cmd_up"), ("lonca/admin_commands.py", "cmd_runner")}
 
 
 def _room(module: str) -> str:

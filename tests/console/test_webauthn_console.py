@@ -76,7 +76,8 @@ def test_enrol_create_log_in_and_follow_the_log(stack, new_page, source_repo):
 
     res = worker.cli("audit", "verify", "--json")
     assert res.returncode == 0, res.stderr
-    assert json.loads(res.stdout)["logs"] == [{"repo": "demo", "entries": 5, "ok": True, "bad_seq": None, "reason": None}]
+    assert json.loads(res.stdout)["logs"] == [{"repo": "demo", "entries": 5, "ok": True, "bad_seq": None, "reason": None,
+                                             "checked_landings": 0, "trees_compared": True}]
     # offline, from the log alone: the freeze's assertion verifies over its operation, not another
     entries = logged(worker, "demo")
     key = entries[0]["op"]["human_key"]

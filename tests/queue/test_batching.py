@@ -7,7 +7,7 @@ import sys
 import pygit2
 import pytest
 
-from lonca.queue import CheckSpec, QueuedChange, Verdict, find_culprit, reasons, run_batch, verify_tree
+from lonca.queue import CheckSpec, QueuedChange, Verdict, find_culprit, find_culprit_wide, reasons, run_batch, verify_tree
 
 from queue_git import SIG, commit, files_of
 
@@ -24,6 +24,27 @@ def test_find_culprit_every_position(n):
 
         assert find_culprit(n, verify) == culprit
         assert len(calls) <= math.ceil(math.log2(n))
+
+
+@pytest.mark.parametrize("width", [1, 2, 3, 7])
+@pytest.mark.parametrize("n", range(1, 21))
+def test_find_culprit_wide_against_the_bisection(n, width):
+    for culprit in range(n):
+        waves, asked = [], []
+
+        def verify_many(points):
+            assert points and all(0 < k < n for k in points) and len(points) <= width
+            waves.append(points)
+            asked.extend(points)
+            return {k: k <= culprit for k in points}
+
+        assert find_culprit_wide(n, verify_many, width) == culprit
+        assert len(asked) == len(set(asked))        # no prefix verified twice
+        assert len(waves) <= math.ceil(math.log(n) / math.log(width + 1) - 1e-9) + (width > 1)
+        if width == 1:                              # the bisection itself, wave for call
+            calls = []
+            find_culprit(n, lambda k: calls.append(k) or k <= culprit)
+            assert [w[0] for w in waves] == calls
 
 
 def _repo(tmp_path):
@@ -76,6 +97,31 @@ def test_failing_check_rejects_only_the_culprit_of_a_batch_of_8(tmp_path):
     again = run_batch(repo, out.trunk_after, out.requeued, _verify(repo, seen))
     assert [c.change for c, _ in again.landed] == ["change6", "change7"]
     assert {"f6.txt", "f7.txt", "f0.txt"} <= set(files_of(repo, again.trunk_after))
+
+
+def test_a_wide_bisection_verifies_prefixes_at_once(tmp_path):
+    import threading
+    repo, trunk = _repo(tmp_path)
+    changes = [_change(repo, trunk, i, {f"f{i}.txt": f"{i}\n".encode()}) for i in range(8)]
+    seen, lock, running, peak = [], threading.Lock(), [0], [0]
+
+    def verify(prefix, candidate):
+        with lock:
+            running[0] += 1
+            peak[0] = max(peak[0], running[0])
+            seen.append(len(prefix))
+        try:
+            results = verify_tree(pygit2.Repository(repo.path), candidate, [TESTS])
+        finally:
+            with lock:
+                running[0] -= 1
+        why = reasons(results, ["tests"])
+        return Verdict(not why, why, candidate)
+    out = run_batch(repo, trunk, changes, verify, width=3)
+    assert [c.change for c, _ in out.landed] == [f"change{i}" for i in range(5)]
+    assert [c.change for c, _ in out.rejected] == ["change5"]
+    assert out.landed_verdict.detail == out.landed[-1][1] and out.landed_verdict.ok
+    assert 1 < peak[0] <= 3 and len(seen) <= 1 + 3 * 2
 
 
 def test_conflicting_changes_are_taken_out_before_verifying(tmp_path):

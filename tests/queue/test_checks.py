@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pygit2
 
-from lonca.queue import (CheckSpec, attestation, checkout_tree, reasons,
-                         run_check, store_log, verify_tree)
+from lonca.queue import (CheckSpec, attestations, checkout_tree, reasons,
+                         run_check, verify_tree)
 from lonca.queue.checks import DIE_WITH_WORKER, TAIL_BYTES
 
 from queue_git import commit
@@ -145,7 +145,8 @@ def test_output_over_the_cap_is_cut_and_reported(tmp_path):
     assert run.result == "error" and run.overflowed and run.log_truncated
     assert "over 100000 bytes" in run.error
     assert len(run.output) <= TAIL_BYTES
-    assert attestation(_result(run), "0" * 40, None)["details"]["output_over_cap"] == "true"
+    [att] = attestations(pygit2.init_repository(str(tmp_path / "r.git"), bare=True), _result(run), "0" * 40)
+    assert att["details"]["output_over_cap"] == "true"
 
 
 def test_long_output_under_the_cap_keeps_the_tail(tmp_path):
@@ -187,6 +188,15 @@ def test_verify_tree_runs_in_order_retries_and_stops(tmp_path):
     results = verify_tree(repo, c, specs)
     assert [r.result for r in results] == ["pass", "pass", "fail", "skipped"]
     assert len(results[1].runs) == 2
+    # each attempt is its own attestation, with its own tail; the pass on the retry is flaky
+    tree = str(repo[c].tree_id)
+    first, second = attestations(repo, results[1], tree)
+    assert (first["result"], second["result"]) == ("fail", "pass")
+    assert (first["details"]["attempt"], second["details"]["attempt"], second["details"]["attempts"]) == ("1", "2", "2")
+    assert second["details"]["flaky"] == "true" and "flaky" not in first["details"]
+    assert "flaky" not in attestations(repo, results[0], tree)[0]["details"]
+    [skipped] = attestations(repo, results[3], tree)
+    assert skipped["result"] == "skipped" and skipped["log"] is None
     assert reasons(results, ["build", "tests", "lint", "extended"]) == ["verification_failed:lint"]
     assert reasons(results[:2], ["build", "tests", "fuzz"]) == ["verification_missing:fuzz"]
     assert reasons(results[:2], ["build", "tests"]) == []
@@ -196,9 +206,9 @@ def test_attestation_shape(tmp_path):
     repo, c = _tree_repo(tmp_path)
     tree = str(repo[c].tree_id)
     [res] = verify_tree(repo, c, [CheckSpec("lint", (PY, "-c", "print('ok')"), 30)])
-    log_id = store_log(repo, res)
+    [att] = attestations(repo, res, tree)
+    log_id = att["log"]
     assert repo[log_id].data == b"ok\n"
-    att = attestation(res, tree, log_id)
     assert set(att) == {"check", "result", "subject_tree", "details", "env", "log", "producer"}
     assert (att["check"], att["result"], att["subject_tree"], att["log"]) == ("named", "pass", tree, log_id)
     assert att["details"]["name"] == "lint" and att["details"]["exit"] == "0"

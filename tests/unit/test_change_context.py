@@ -30,7 +30,10 @@ def test_the_timeline_reads_each_entry_once() -> None:
            entry(4, {"op": "approve", "target_seq": 2, "note": "fine"}),
            entry(5, {"op": "approve", "target_seq": 3, "note": "other"})]
     later = [entry(6, {"op": "change.integrate", "change": CHANGE, "merged": "c" * 40, "conflicts": []}, "allow",
-                 {"kind": "daemon"}, [{"check": "tests", "result": "pass", "details": {"duration_ms": "12"}}])]
+                 {"kind": "daemon"}, [{"check": "tests", "result": "pass", "details": {"duration_ms": "12"}},
+                                      {"check": "named", "result": "fail", "details": {"name": "lint", "attempt": "1", "attempts": "2"}},
+                                      {"check": "named", "result": "pass",
+                                       "details": {"name": "lint", "attempt": "2", "attempts": "2", "flaky": "true"}}])]
     reads = []
 
     async def read(start: int, limit: int):
@@ -47,6 +50,9 @@ def test_the_timeline_reads_each_entry_once() -> None:
         assert again is first and reads == [2, 6]
         assert [i["kind"] for i in again.items] == ["proposed", "approved", "integrated"]
         assert again.items[-1]["commit"] == "c" * 40 and again.items[-1]["checks"][0]["result"] == "pass"
+        # a retried check shows each attempt; the pass on the retry is flaky
+        assert [(c["name"], c["result"], c["attempt"], c["flaky"]) for c in again.items[-1]["checks"]] == \
+            [(None, "pass", None, False), ("lint", "fail", "1", False), ("lint", "pass", "2", True)]
         await timelines.of(read, "demo", CHANGE, [2], 7)
         assert reads == [2, 6]      # nothing logged since: nothing read
     asyncio.run(run())

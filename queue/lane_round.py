@@ -1,0 +1,170 @@
+"""A round of the queue over independent lanes: verified in parallel, landing only checked trees.
+
+The window (up to batch_size queued changes) is cut into lanes (lanes.py), each built on trunk
+as its own candidate, and all of them together as the union (lane after lane). With `runners`
+checks at once, the union is verified beside the lanes in `runners - 1` groups:
+
+- the union passes: it lands whole, on the verdict of exactly its tree;
+- it fails: a failing group is halved until each failing lane stands alone (group testing, a
+  wave of checks at a time), and each failing lane is bisected on its own prefixes, all at once.
+  A culprit is rejected on the verdict of the tree that failed: trunk and its lane's prefix,
+  only what it depends on. What passed (whole lanes, the good prefixes of failing ones) is then
+  built into one tree and verified, and lands when it passes. When it does not (lanes that pass
+  apart and fail together), the tree that passed alone (a group, a lane, a good prefix) holding
+  the most changes lands. The rest goes back to the queue for the next round.
+
+No tree lands on another tree's verdict: a lane that passed on trunk says nothing of trunk plus
+another lane (docs/decisions.md, "Independent lanes, flaky retries, priority…"). Speculation
+costs runners, never a check of the landed tree. With one lane, or one runner, the round is
+`run_batch`, whose bisection verifies up to `runners` prefixes at once.
+"""
+from __future__ import annotations
+
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Callable
+
+import pygit2
+
+from lonca.symbols import SymbolCache
+
+from .batching import BatchOutcome, QueuedChange, Verdict, find_culprit, run_batch
+from .lanes import Footprint, partition
+from .merge import integrate
+
+Chain = list[tuple[QueuedChange, str]]          # (change, its commit on the candidate)
+Verify = Callable[[list[QueuedChange], str], Verdict]
+
+
+@dataclass
+class _Lane:
+    chain: Chain
+    tip: Verdict | None = None
+    good: int = 0                       # length of the longest prefix known to pass
+    good_verdict: Verdict | None = None
+    culprit: tuple[QueuedChange, Verdict] | None = None
+
+
+def _chain(repo, trunk, changes, committer, cache, out: BatchOutcome) -> Chain:
+    chain: Chain = []
+    tip = trunk
+    for ch in changes:
+        integration = integrate(repo, tip, ch.commit, ch.base, ch.message, ch.author, committer, cache)
+        if integration.commit is None:
+            out.conflicted.append((ch, integration))
+            continue
+        chain.append((ch, integration.commit))
+        tip = integration.commit
+    return chain
+
+
+def _bisect(lane: _Lane, verify: Verify) -> None:
+    """The lane's tip failed: find its culprit on the lane's own prefixes."""
+    seen = {len(lane.chain): lane.tip}
+
+    def passes(k: int) -> bool:
+        if k not in seen:
+            seen[k] = verify([c for c, _ in lane.chain[:k]], lane.chain[k - 1][1])
+        return bool(seen[k] and seen[k].ok)
+    at = find_culprit(len(lane.chain), passes)
+    verdict = seen[at + 1]
+    assert verdict is not None
+    lane.culprit = (lane.chain[at][0], verdict)
+    lane.good, lane.good_verdict = at, seen.get(at)
+
+
+def _split(items: list, parts: int) -> list[list]:
+    """`items` in at most `parts` contiguous groups, as even as can be."""
+    parts = max(1, min(parts, len(items)))
+    size, extra = divmod(len(items), parts)
+    out, at = [], 0
+    for k in range(parts):
+        n = size + (k < extra)
+        out.append(items[at:at + n])
+        at += n
+    return out
+
+
+def run_lanes(repo: pygit2.Repository, trunk: str, changes: list[QueuedChange],
+              prints: list[Footprint], verify: Verify, runners: int,
+              committer: pygit2.Signature | None = None,
+              cache: SymbolCache | None = None) -> BatchOutcome:
+    """One round over `changes` (queue order) whose footprints are `prints`. Commits are made on
+    the calling thread; `verify(prefix, commit)` runs on up to `runners` threads at once, so it
+    must open its own handle on the store. Creates commits only, never moves a ref."""
+    groups = partition(prints)
+    if runners <= 1 or len(groups) <= 1:
+        return run_batch(repo, trunk, changes, verify, committer, cache, width=runners)
+    cache = cache if cache is not None else SymbolCache()
+    out = BatchOutcome(trunk)
+    lanes = [_Lane(_chain(repo, trunk, [changes[i] for i in g], committer, cache, out)) for g in groups]
+    lanes = [lane for lane in lanes if lane.chain]
+    conflicted = {c.change for c, _ in out.conflicted}
+    rest = [c for c in changes if c.change not in conflicted]
+
+    def build(part: list[_Lane]) -> Chain | None:
+        """The lanes of `part` on trunk, lane after lane; None when they do not merge."""
+        order = [c for lane in part for c, _ in lane.chain]
+        chain = _chain(repo, trunk, order, committer, cache, BatchOutcome(trunk))
+        return chain if len(chain) == len(order) else None
+
+    union = build(lanes)
+    if len(lanes) <= 1 or union is None:
+        # one lane left, or lanes the facts called apart that do not merge: one batch, as always
+        again = run_batch(repo, trunk, rest, verify, committer, cache, width=runners)
+        again.conflicted[:0] = out.conflicted
+        return again
+
+    passed: list[tuple[Chain, Verdict]] = []    # every tree that passed: what may land alone
+    with ThreadPoolExecutor(max_workers=runners, thread_name_prefix="lonca-lane") as pool:
+        def check(chain: Chain) -> Future:
+            return pool.submit(verify, [c for c, _ in chain], chain[-1][1])
+
+        # the union, and beside it the lanes in as many groups as there are runners left
+        first = check(union)
+        parts = _split(lanes, runners - 1)      # one part would be the union again
+        wave = [(part, chain) for part in parts if (chain := build(part))] if len(parts) > 1 else []
+        futures = [check(chain) for _, chain in wave]
+        verdict = first.result()
+        if verdict.ok:
+            for f in futures:
+                f.cancel()
+            out.landed, out.landed_verdict = union, verdict
+            return out
+        # a group that fails is halved until each failing group is one lane (group testing)
+        failing: list[list[_Lane]] = [] if wave else [lanes]
+        while wave or failing:
+            for (part, chain), f in zip(wave, futures):
+                v = f.result()
+                if v.ok:
+                    passed.append((chain, v))
+                    for lane in part:
+                        lane.good, lane.good_verdict = len(lane.chain), (v if len(part) == 1 else None)
+                elif len(part) == 1:
+                    part[0].tip = v
+                else:
+                    failing.append(part)
+            wave = [(half, chain) for part in failing for half in _split(part, 2) if (chain := build(half))]
+            futures = [check(chain) for _, chain in wave]
+            failing = []
+        for f in [pool.submit(_bisect, lane, verify) for lane in lanes if lane.tip is not None]:
+            f.result()
+    passed += [(lane.chain[:lane.good], lane.good_verdict) for lane in lanes
+               if lane.culprit and lane.good and lane.good_verdict]
+
+    # what passed, lane by lane, checked once more as one tree: the usual end of a round with a
+    # few culprits among many lanes (each of which passed alone)
+    good = [lane for lane in lanes if lane.good]
+    if len(good) > 1 and sum(lane.good for lane in good) < len(union):    # the whole union failed already
+        order = [c for lane in good for c, _ in lane.chain[:lane.good]]
+        clean = _chain(repo, trunk, order, committer, cache, BatchOutcome(trunk))
+        if len(clean) == len(order):
+            verdict = verify(order, clean[-1][1])
+            if verdict.ok:
+                out.landed, out.landed_verdict = clean, verdict
+    if not out.landed and passed:   # they do not pass together: the biggest tree that passed alone
+        out.landed, out.landed_verdict = max(passed, key=lambda cv: len(cv[0]))
+    out.rejected = [lane.culprit for lane in lanes if lane.culprit]
+    gone = {c.change for c, _ in out.landed} | {c.change for c, _ in out.rejected}
+    out.requeued = [c for c in rest if c.change not in gone]
+    return out

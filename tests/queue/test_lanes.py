@@ -1,0 +1,218 @@
+"""Independent lanes: the partition against a brute-force oracle, and rounds over real git trees
+with real check processes, where only a tree whose checks passed ever lands."""
+from __future__ import annotations
+
+import sys
+import threading
+
+import pygit2
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from lonca.queue import CheckSpec, Footprint, QueuedChange, Verdict, ahead, depends, footprint, partition, reasons, run_lanes, verify_tree
+
+from queue_git import SIG, commit, files_of
+
+# -- the partition --------------------------------------------------------------------------
+
+PATHS = ["a.py", "b.py", "c#d.py", "lib/e.py", "lib/f.py"]
+SYMBOLS = [f"{p}#{n}" for p in PATHS for n in ("f", "g")]
+
+
+def oracle(prints: list[Footprint]) -> list[list[int]]:
+    """Connected components by repeated reachability, each in queue order, by first member."""
+    seen: set[int] = set()
+    lanes = []
+    for i in range(len(prints)):
+        if i in seen:
+            continue
+        lane, todo = {i}, [i]
+        while todo:
+            k = todo.pop()
+            for j in range(len(prints)):
+                if j not in lane and depends(prints[k], prints[j]):
+                    lane.add(j)
+                    todo.append(j)
+        seen |= lane
+        lanes.append(sorted(lane))
+    return lanes
+
+
+prints_st = st.lists(st.builds(
+    Footprint, st.frozensets(st.sampled_from(PATHS), max_size=2), st.frozensets(st.sampled_from(SYMBOLS), max_size=2),
+    st.frozensets(st.sampled_from(SYMBOLS), max_size=1), st.integers(0, 15).map(lambda n: n == 0)),
+    max_size=12)
+
+
+@settings(max_examples=300, deadline=None)
+@given(prints_st)
+def test_partition_is_the_connected_components(prints):
+    lanes = partition(prints)
+    assert lanes == oracle(prints)
+    # no change of one lane depends on one of another
+    for x in range(len(lanes)):
+        for y in range(x + 1, len(lanes)):
+            assert not any(depends(prints[i], prints[j]) for i in lanes[x] for j in lanes[y])
+
+
+@settings(max_examples=300, deadline=None)
+@given(prints_st, st.data())
+def test_priority_moves_ahead_only_past_independent_changes(prints, data):
+    urgent = data.draw(st.sets(st.integers(0, max(0, len(prints) - 1)), max_size=3)) if prints else set()
+    order = ahead(prints, urgent)
+    assert sorted(order) == list(range(len(prints)))
+    at = {i: n for n, i in enumerate(order)}
+    # oracle: what moves is the urgent changes and, transitively, the earlier changes they depend on
+    moved = set(urgent)
+    grew = True
+    while grew:
+        more = {i for k in moved for i in range(k) if depends(prints[i], prints[k])} - moved
+        grew, moved = bool(more), moved | more
+    assert set(order[:len(moved)]) == moved
+    assert order[:len(moved)] == sorted(moved) and order[len(moved):] == sorted(set(order) - moved)
+    for i in range(len(prints)):
+        for j in range(i + 1, len(prints)):
+            if depends(prints[i], prints[j]):
+                assert at[i] < at[j]         # dependent changes never swap
+
+
+def test_depends_reads_files_symbols_and_affected():
+    a = footprint(["a.py"], {"edits": ["a.py#f"], "affected": ["b.py#caller"]})
+    b = footprint(["b.py"], {"edits": ["b.py#other"]})
+    c = footprint(["c.py"], {"adds": ["c.py#h"]})
+    assert depends(a, b) and depends(b, a)          # a's affected names a symbol of b's file
+    assert not depends(a, c) and not depends(b, c)
+    assert depends(c, footprint(["c.py"], {}))      # no facts: depends on everything
+    cut = footprint(["d.py"], {"affected": [], "affected_more": 3})
+    assert depends(cut, c)                          # affected cut short: it may reach anything
+    # a path that holds `#` is matched whole, never by its prefix
+    hashy = footprint(["x#y.py"], {"edits": ["x#y.py#f"]})
+    assert not depends(hashy, footprint(["x"], {"affected": ["x#z"]}))
+    assert depends(hashy, footprint(["z.py"], {"affected": ["x#y.py#f"]}))
+    assert partition([a, c, b, footprint(["e.py"], {"edits": ["e.py#k"]})]) == [[0, 2], [1], [3]]
+
+
+# -- rounds on real trees -----------------------------------------------------------------------
+
+PY = sys.executable
+# fails when the candidate holds a file saying BAD, or both together.txt and apart.txt
+CHECK = CheckSpec("tests", (PY, "-c", "import os, pathlib, sys\n"
+                                      "bad = [p for p in pathlib.Path('.').rglob('*.txt') if 'BAD' in p.read_text()]\n"
+                                      "sys.exit(1 if bad or (os.path.exists('together.txt') and os.path.exists('apart.txt')) else 0)"), 60)
+
+
+def _repo(tmp_path):
+    repo = pygit2.init_repository(str(tmp_path / "r.git"), bare=True)
+    return repo, str(commit(repo, {"README": b"base\n"}, []))
+
+
+def _change(repo, trunk, name, files):
+    c = commit(repo, {**files_of(repo, trunk), **files}, [trunk], name)
+    return QueuedChange(name, str(c), trunk, f"{name}\n", SIG), footprint(list(files), {"edits": [f"{p}#<file>" for p in files]})
+
+
+class Checks:
+    """verify(prefix, commit) with real check processes; records which commits were verified
+    and each verdict, from whatever thread the round runs it on."""
+
+    def __init__(self, tmp_path):
+        self.root = tmp_path / "r.git"
+        self.verdicts: dict[str, Verdict] = {}
+        self.lock = threading.Lock()
+        self.peak = self.running = 0
+
+    def __call__(self, prefix, candidate):
+        repo = pygit2.Repository(str(self.root))        # this thread's own handle
+        with self.lock:
+            self.running += 1
+            self.peak = max(self.peak, self.running)
+        try:
+            results = verify_tree(repo, candidate, [CHECK])
+        finally:
+            with self.lock:
+                self.running -= 1
+        why = reasons(results, ["tests"])
+        verdict = Verdict(not why, why, candidate)
+        with self.lock:
+            self.verdicts[candidate] = verdict
+        return verdict
+
+
+def _landed_on_its_own_verdict(repo, out, checks):
+    """The round's invariant: what lands is a chain on trunk whose tip passed, exactly."""
+    if not out.landed:
+        return
+    tip = out.landed[-1][1]
+    assert out.landed_verdict is checks.verdicts[tip] and out.landed_verdict.ok
+    parent = out.trunk_before
+    for _, c in out.landed:
+        assert [str(p) for p in repo[c].parent_ids] == [parent]
+        parent = c
+
+
+def test_independent_lanes_all_passing_land_as_their_union(tmp_path):
+    repo, trunk = _repo(tmp_path)
+    made = [_change(repo, trunk, f"c{i}", {f"f{i}.txt": b"ok\n"}) for i in range(4)]
+    checks = Checks(tmp_path)
+    out = run_lanes(repo, trunk, [c for c, _ in made], [p for _, p in made], checks, runners=5)
+    _landed_on_its_own_verdict(repo, out, checks)
+    assert [c.change for c, _ in out.landed] == ["c0", "c1", "c2", "c3"]
+    assert checks.peak >= 2          # the union and the lanes were verified at once
+    assert {f"f{i}.txt" for i in range(4)} <= set(files_of(repo, out.trunk_after))
+
+
+def test_failing_lanes_are_bisected_apart_and_only_a_checked_tree_lands(tmp_path):
+    repo, trunk = _repo(tmp_path)
+    made = [
+        _change(repo, trunk, "a0", {"a.txt": b"one\n"}),
+        _change(repo, trunk, "b0", {"b.txt": b"BAD\n"}),         # its own lane fails
+        _change(repo, trunk, "a1", {"a.txt": b"one\n", "a2.txt": b"two\n"}),  # same file: a0's lane
+        _change(repo, trunk, "c0", {"c.txt": b"fine\n"}),
+        _change(repo, trunk, "d0", {"d.txt": b"BAD too\n"}),     # another failing lane
+    ]
+    checks = Checks(tmp_path)
+    out = run_lanes(repo, trunk, [c for c, _ in made], [p for _, p in made], checks, runners=4)
+    _landed_on_its_own_verdict(repo, out, checks)
+    # both culprits found in one round, each on a tree of its own lane
+    assert sorted(c.change for c, _ in out.rejected) == ["b0", "d0"]
+    for c, verdict in out.rejected:
+        assert verdict.reasons == ["verification_failed:tests"]
+        assert set(files_of(repo, verdict.detail)) == {"README", f"{c.change[0]}.txt"}
+    # what passed, the lane of a0 and a1 and that of c0, lands as one tree checked as such
+    assert [c.change for c, _ in out.landed] == ["a0", "a1", "c0"] and out.requeued == []
+    assert set(files_of(repo, out.trunk_after)) == {"README", "a.txt", "a2.txt", "c.txt"}
+
+
+def test_lanes_that_pass_apart_but_fail_together_never_land_together(tmp_path):
+    # the facts call them independent; their union fails: neither lane's pass vouches for it
+    repo, trunk = _repo(tmp_path)
+    made = [_change(repo, trunk, "t", {"together.txt": b"x\n"}), _change(repo, trunk, "p", {"apart.txt": b"y\n"})]
+    checks = Checks(tmp_path)
+    out = run_lanes(repo, trunk, [c for c, _ in made], [p for _, p in made], checks, runners=3)
+    _landed_on_its_own_verdict(repo, out, checks)
+    assert [c.change for c, _ in out.landed] == ["t"] and out.rejected == []
+    assert [c.change for c in out.requeued] == ["p"]
+    # next round: p alone on the new trunk fails, and is rejected on exactly that tree
+    again = run_lanes(repo, out.trunk_after, out.requeued, [made[1][1]], checks, runners=3)
+    assert again.landed == [] and [c.change for c, _ in again.rejected] == ["p"]
+    assert set(files_of(repo, again.rejected[0][1].detail)) == {"README", "together.txt", "apart.txt"}
+
+
+def test_few_runners_find_the_failing_lanes_by_halving(tmp_path):
+    repo, trunk = _repo(tmp_path)
+    made = [_change(repo, trunk, f"c{i}", {f"f{i}.txt": b"BAD\n" if i in (2, 5) else b"ok\n"}) for i in range(7)]
+    checks = Checks(tmp_path)
+    out = run_lanes(repo, trunk, [c for c, _ in made], [p for _, p in made], checks, runners=2)
+    _landed_on_its_own_verdict(repo, out, checks)
+    assert sorted(c.change for c, _ in out.rejected) == ["c2", "c5"]
+    assert [c.change for c, _ in out.landed] == ["c0", "c1", "c3", "c4", "c6"] and out.requeued == []
+    assert checks.peak <= 2
+
+
+def test_one_runner_is_the_batch_as_before(tmp_path):
+    repo, trunk = _repo(tmp_path)
+    made = [_change(repo, trunk, f"c{i}", {f"f{i}.txt": b"ok\n"}) for i in range(3)]
+    checks = Checks(tmp_path)
+    out = run_lanes(repo, trunk, [c for c, _ in made], [p for _, p in made], checks, runners=1)
+    assert len(checks.verdicts) == 1 and len(out.landed) == 3
+    _landed_on_its_own_verdict(repo, out, checks)
