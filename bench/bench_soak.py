@@ -16,7 +16,7 @@ loose objects (packed in the background).
 
 Settings: BENCH_SOAK_SECONDS (default 600; 60-120 to iterate), BENCH_SOAK_AGENTS (32),
 BENCH_SOAK_FILES (trunk's target, 10000), BENCH_SOAK_BASE_FILES (the imported repository, 1000),
-BENCH_SOAK_FILES_PER_CHANGE (new files a change adds, 4).
+BENCH_SOAK_FILES_PER_CHANGE (new files a change adds, 1).
 """
 from __future__ import annotations
 
@@ -184,7 +184,7 @@ def main() -> None:
     n_agents = int(os.environ.get("BENCH_SOAK_AGENTS", "32"))
     target = int(os.environ.get("BENCH_SOAK_FILES", str(TARGET_FILES_DEFAULT)))
     base_files = int(os.environ.get("BENCH_SOAK_BASE_FILES", "1000"))
-    per_change = int(os.environ.get("BENCH_SOAK_FILES_PER_CHANGE", "4"))
+    per_change = int(os.environ.get("BENCH_SOAK_FILES_PER_CHANGE", "1"))
     tmp = Path(tempfile.mkdtemp(prefix="lonca-bench-soak-"))
     try:
         build(tmp / "src.git", base_files)

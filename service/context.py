@@ -15,6 +15,7 @@ from .config import Config
 from .log import LogWriter
 from .ratelimit import RateLimiter
 from .state import State
+from .status_parts import StatusParts
 from .symbol_warmer import SymbolWarmer
 
 if TYPE_CHECKING:
@@ -45,3 +46,4 @@ class Context:
     public_key: str
     hooks: "dict[tuple[str, str], HookSeen]"        # what each live session's hooks did (memory only)
     started_ms: int                                 # when this worker started (hook events before it are unknown)
+    status_parts: StatusParts                       # status's lists of history, encoded once an entry

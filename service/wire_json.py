@@ -8,6 +8,7 @@ refused with a message, as `invalid`, before the request reaches a method.
 """
 import json
 import re
+import secrets
 
 from lonca.protocol import REPO_NAME_MAX
 
@@ -140,12 +141,41 @@ def decode_request(line: bytes) -> dict:
     return req
 
 
-def dumps(response: dict) -> bytes:
+class Raw:
+    """A part of an answer encoded before (`encode`), spliced into the line as it is: `status`
+    keeps the lists that only an entry changes encoded between entries (service/status_parts.py)."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, data: bytes):
+        self.data = data
+
+
+# Stands in the encoded text for a Raw part until it is spliced: NUL and a random word no answer
+# holds by chance (NUL leaves the encoder as the six characters \u0000, which are searched for).
+_SPLICE = "\0raw-" + secrets.token_hex(8) + "-"
+
+
+def encode(value) -> bytes:
+    """`value` as it would stand in an answer line (no newline), for a Raw part."""
+    return dumps(value)[:-1]
+
+
+def dumps(response) -> bytes:
     """An answer line. A lone surrogate that reached an answer (a name read from git, say) becomes
-    U+FFFD rather than failing the encoder and losing the connection."""
-    text = json.dumps(response, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    U+FFFD rather than failing the encoder and losing the connection. Raw parts go in as they are."""
+    raws: list[bytes] = []
+
+    def stand_in(value):
+        if not isinstance(value, Raw):
+            raise TypeError(f"{type(value).__name__} is not JSON")
+        raws.append(value.data)
+        return f"{_SPLICE}{len(raws) - 1}\0"
+    text = json.dumps(response, ensure_ascii=False, separators=(",", ":"), allow_nan=False, default=stand_in)
     try:
         data = text.encode()
     except UnicodeEncodeError:
         data = _SURROGATE.sub("\ufffd", text).encode()
+    for i, raw in enumerate(raws):
+        data = data.replace(json.dumps(f"{_SPLICE}{i}\0").encode(), raw, 1)
     return data + b"\n"
