@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 # and of versions trunk left behind, read back from the store on disk when asked for again. At
 # 512 MiB those were what a worker's memory grew by, by the thousand a minute of proposals.
 DEFAULT_TABLE_BYTES = 64 * 1024 * 1024
-DEFAULT_TREE_BYTES = 64 * 1024 * 1024  # estimated memory of the trees kept (tree_bytes)
+DEFAULT_TREE_BYTES = 32 * 1024 * 1024  # estimated memory of the trees kept (tree_bytes); RSS is about twice that
 TREE_BYTES_PER_SOURCE_BYTE = 40  # measured with tracemalloc: 21x (standard library) to 43x (small modules)
 _MAX_PATHS_PER_BLOB = 8
 _MAX_BASES = 8
