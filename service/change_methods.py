@@ -1,5 +1,7 @@
 """Proposals: change.propose and facts.preview (facts, claim, scope, leases, policy), and the
 readers change.get, change.resolve, change.diff; change.withdraw. How their entries change the state is in reducers.py."""
+import asyncio
+import json
 from typing import NamedTuple
 
 import pygit2
@@ -18,6 +20,7 @@ from .policy import LEVELS, Policy
 from .read_methods import on_store
 from .reducers import touched_paths
 from .state import ChangeRec, RepoState
+from .store import read_log
 
 DIFF_CAP = 2 * 1024 * 1024
 
@@ -326,10 +329,20 @@ async def withdraw(call: Call) -> dict:
     return await d.log.append(rs.name, decide)
 
 
-def change_json(rs: RepoState, rec: ChangeRec) -> dict:
+async def claim_and_facts(call: Call, rec: ChangeRec) -> tuple[dict, dict]:
+    """What the change claimed and its facts: from memory while it is in the queue or waits for
+    a human, from its proposal entry once it left (ChangeRec.settle)."""
+    if rec.claim is not None:
+        return rec.claim, rec.facts
+    rows = await asyncio.to_thread(read_log, call.ctx.engine, call.repo_state().name, rec.proposed_seq, 1)
+    entry = json.loads(rows[0].entry)
+    return entry["op"]["claim"], entry.get("facts") or {}
+
+
+def change_json(rs: RepoState, rec: ChangeRec, claim: dict, facts: dict) -> dict:
     runs = rs.policy.runs(rec)
-    return {"change": rec.id, "actor": rec.actor, "commit": rec.commit, "base": rec.base, "claim": rec.claim,
-            "facts": rec.facts, "status": rec.status, "provenance": rec.provenance, "proposed_seq": rec.proposed_seq,
+    return {"change": rec.id, "actor": rec.actor, "commit": rec.commit, "base": rec.base, "claim": claim,
+            "facts": facts, "status": rec.status, "provenance": rec.provenance, "proposed_seq": rec.proposed_seq,
             "created_ms": rec.created_ms, "version": rec.version, "versions": rec.versions, "checks": rec.checks,
             "runs": runs, "integrate_seq": rec.integrate_seq, "integrate_decision": rec.integrate_decision,
             "evidence": rec.evidence, "intent": rec.intent, "paths": rec.paths, "session": rec.session,
@@ -380,7 +393,8 @@ async def get(call: Call) -> dict:
     if rec is None:
         raise LoncaError("not_found", f"no change {p['change']}")
     # read on the loop: an integration (a check before the decision) replaces them
-    out, attestations, before = change_json(rs, rec), list(rec.evidence), list(rec.review_evidence)
+    attestations, before = list(rec.evidence), list(rec.review_evidence)
+    out = change_json(rs, rec, *await claim_and_facts(call, rec))
     out["evidence"], out["review_evidence"] = await on_store(
         call, lambda store: ([evidence_of(store, g) for g in _by_check(attestations)],
                              [evidence_of(store, g) for g in _by_check(before)]))
@@ -407,6 +421,8 @@ async def diff(call: Call) -> dict:
     if rec is None:
         raise LoncaError("not_found", f"no change {p['change']}")
 
+    _claim, f = await claim_and_facts(call, rec)
+
     def work(store: pygit2.Repository):  # rec's base, commit and facts never change once proposed
         patch = store.diff(store.get(rec.base).tree, store.get(rec.commit).tree, context_lines=3)
         files, text, size, truncated = [], [], 0, False
@@ -416,7 +432,6 @@ async def diff(call: Call) -> dict:
             status = {pygit2.GIT_DELTA_ADDED: "added", pygit2.GIT_DELTA_DELETED: "deleted"}.get(delta.status, "modified")
             binary = delta.is_binary
             _ctx, added, removed = pt.line_stats
-            f = rec.facts
             syms = {k: [s for s in f.get(k, []) if split(s)[0] == path] for k in ("edits", "adds", "deletes", "signature_changes")}
             files.append({"path": path, "status": status, "added": None if binary else added,
                           "removed": None if binary else removed, "symbols": syms})

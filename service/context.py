@@ -16,6 +16,7 @@ from .daemonkey import DaemonKeys
 from .log import LogWriter
 from .ratelimit import RateLimiter
 from .state import State
+from .status_parts import StatusParts
 from .symbol_warmer import SymbolWarmer
 from .tree_manifest import Manifests
 
@@ -49,3 +50,4 @@ class Context:
     hooks: "dict[tuple[str, str], HookSeen]"        # what each live session's hooks did (memory only)
     started_ms: int                                 # when this worker started (hook events before it are unknown)
     agent_uids: dict[str, set[int]]                 # repo -> the users agents' requests came from (memory only)
+    status_parts: StatusParts                       # status's lists of history, encoded once an entry

@@ -33,6 +33,7 @@ from .method_table import METHODS
 from .methods import Call
 from .server import Peer, SocketServer
 from .state import State
+from .status_parts import StatusParts
 from .symbol_store import SqliteTables
 from .symbol_warmer import SymbolWarmer
 from .tree_manifest import Manifests
@@ -53,6 +54,7 @@ class Daemon:
         self.state = State(self.policy_of)
         self.tokens = auth.Tokens([])
         self._stores = threading.local()  # a pygit2 Repository is not safe to share between threads
+        gitstore.limit_object_cache()
         self._policies: dict[tuple[str, str], Policy] = {}
         self.tree_maps = TreeMaps()
         self.manifests = Manifests(self.tree_maps)
@@ -118,7 +120,8 @@ class Daemon:
                            warmer=self.warmer, tokens=self.tokens, rate=self.rate, refused=self.server.refused,
                            told=self.told, verifying=self.verifying, queue_wake=self.queue_wake, engine=self.engine,
                            db_write=self.db_write, db_get=self.db_get, keys=self.keys,
-                           hooks=self.hooks, started_ms=self.started_ms, agent_uids=self.agent_uids)
+                           hooks=self.hooks, started_ms=self.started_ms, agent_uids=self.agent_uids,
+                           status_parts=StatusParts(self.hooks))
         heap.freeze()   # the modules and the replayed state last as long as the worker
         await self.server.start()
         self._sweeper = supervise("sweeper", self._sweep(), self._fatal)
@@ -181,7 +184,7 @@ class Daemon:
                 self._check_store(repo, state, started)
                 rs = state.repos[repo]
                 if rs.next_seq - 1 - saved[repo] >= checkpoint.EVERY:
-                    s.merge(checkpoint.row(state, rs))
+                    s.merge(checkpoint.row(checkpoint.snapshot(state, rs)))
                     s.commit()
                     saved[repo] = rs.next_seq - 1
             gone = sorted(set(witnesses) - set(logged))
@@ -211,19 +214,20 @@ class Daemon:
 
     async def checkpoint(self, min_entries: int) -> None:
         """Save the state of each repository that moved on by `min_entries` since its checkpoint
-        and has no entry applied that is not durable yet (taken at once on the loop: consistent)."""
-        rows = []
+        and has no entry applied that is not durable yet (a snapshot taken at once on the loop:
+        consistent; encoded on a thread, as it costs what the state holds)."""
+        snaps = []
         for name, rs in self.state.repos.items():
             seq = rs.next_seq - 1
             if seq - self._checkpointed.get(name, 0) >= min_entries and self.log.durable_next.get(name) == rs.next_seq:
-                rows.append(checkpoint.row(self.state, rs))
+                snaps.append(checkpoint.snapshot(self.state, rs))
                 self._checkpointed[name] = seq
-        if rows:
+        if snaps:
             try:
-                await self.db_write(rows)
+                await self.db_write(await asyncio.to_thread(lambda: [checkpoint.row(snap) for snap in snaps]))
             except Exception:  # a cache of the log: the next start replays a little more
                 log.exception("a checkpoint could not be saved")
-                self._checkpointed.update({r.repo: 0 for r in rows})
+                self._checkpointed.update({snap.repo: 0 for snap in snaps})
 
     def _check_store(self, repo: str, state: State, started: float | None) -> None:
         """The store exists, and trunk's ref names what the last integration logged: a crash

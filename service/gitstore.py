@@ -15,6 +15,15 @@ UNMEDIATED_REFS = "refs/lonca/unmediated/"  # commits trunk's ref was moved to o
 LOCK_GRACE_S = 5.0  # a lock this young may be one a live writer is about to open
 log = logging.getLogger("lonca.daemon")
 DAEMON_SIG = ("Lonca", "daemon@lonca.invalid")
+# libgit2 keeps the trees and commits it reads or writes in one cache for the process, up to 256 MiB
+# by default: a worker that took thousands of proposals (each new trees and a commit, read once
+# when merged) filled it, 100 MB in three minutes of the soak bench. What is read again is trunk's
+# few newest trees and commits; the worker keeps its own maps of trees (TreeMaps).
+OBJECT_CACHE_BYTES = 32 * 1024 * 1024
+
+
+def limit_object_cache() -> None:
+    pygit2.settings.cache_max_size(OBJECT_CACHE_BYTES)
 
 _MODES = {
     pygit2.GIT_FILEMODE_BLOB: "regular",

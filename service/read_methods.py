@@ -63,11 +63,6 @@ async def status(call: Call) -> dict:
             "agent": sess.agent if sess else None, "task": sess.task if sess else None,
             "paths": rec.paths if rec else [], "checks": rec.checks if rec else [],
             "runs": pol.runs(rec) if rec else None})
-    changes = [{"change": c.id, "actor": actor_label(c.actor), "status": c.status, "provenance": c.provenance,
-                "commit": c.commit, "base": c.base, "intent": c.intent, "created_ms": c.created_ms,
-                "version": c.version, "paths": c.paths, "checks": c.checks,
-                "runs": pol.runs(c), "priority_seq": c.priority_seq}
-               for c in sorted(_listed_changes(rs), key=lambda c: c.proposed_seq)]
     return {
         "repo": rs.name, "trunk": rs.trunk, "policy": rs.policy_id, "policy_checks": pol.check_names,
         "policy_problem": pol.problem,
@@ -81,8 +76,8 @@ async def status(call: Call) -> dict:
         "presence_required": pol.presence_required or rs.profile == "hardened",
         # the users agents' requests came from since the worker started (lonca doctor compares its own)
         "agent_uids": sorted(d.agent_uids.get(rs.name, ())),
-        "sessions": [_session_json(d, rs, s, now) for s in _listed_sessions(rs)],
-        "leases": leases, "changes": changes, "pending": pending,
+        "sessions": d.status_parts.sessions(rs, now),
+        "leases": leases, "changes": d.status_parts.changes(rs, now), "pending": pending,
         "interests": [i.to_json() for i in rs.interests],
         "reservations": [r.to_json() for r in rs.reservations if r.until_ms > now],
     }
@@ -162,23 +157,3 @@ async def blobs(call: Call) -> list:
         if total > budget:
             raise LoncaError("too_large", f"{f['path']} does not fit this page; ask for fewer files per page")
     return await on_store(call, gitstore.with_contents, page)
-
-
-def _session_json(d, rs, session: str, now: int) -> dict:
-    """A session as the log replays it, with when its last hook came (the daemon's memory)."""
-    out = rs.sessions[session].to_json(now)
-    seen = d.hooks.get((rs.name, session))
-    out["last_hook_ms"] = seen.last_hook_ms if seen else None
-    return out
-
-
-def _listed_sessions(rs) -> list[str]:
-    """Every live session, then the latest STATUS_WINDOW that are over: what status costs
-    stays the same however many sessions the repository had (change.get and the log keep the rest)."""
-    return [*rs.live_sessions, *rs.gone_sessions]
-
-
-def _listed_changes(rs) -> list:
-    """Every change in the queue or waiting for a human, and the latest STATUS_WINDOW that left."""
-    ids = dict.fromkeys([*rs.queue, *(pr.change for pr in rs.pending.values() if pr.change), *rs.done_changes])
-    return [rs.changes[c] for c in ids if c in rs.changes]

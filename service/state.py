@@ -15,6 +15,7 @@ from .policy import DEFAULT, Policy
 
 EVENTS_KEPT = 1000  # the events a session can still read (`events`, `inbox`): its latest this many
 STATUS_WINDOW = 20  # `status` lists every live session and open change, and this many over or done
+SETTLED_FACTS = ("signature_changes",)  # what a change out of the queue keeps of its facts (Policy.runs)
 
 @dataclass
 class SessionRec:
@@ -61,7 +62,7 @@ class ChangeRec:
     session: str | None
     commit: str
     base: str
-    claim: dict
+    claim: dict | None      # None once the change left the queue (settle): its proposal entry holds it
     facts: dict
     status: dict
     provenance: str
@@ -79,6 +80,14 @@ class ChangeRec:
     review_seq: int | None = None
     review_evidence: list = field(default_factory=list)
     priority_seq: int | None = None  # a human's signed priority: ahead of what it is independent of
+
+    def settle(self) -> None:
+        """The change left the queue for good (integrated, failed, denied, withdrawn, replaced): its
+        claim and facts stay in its proposal entry in the log, where change.get and change.diff
+        read them; kept in memory is what status reads (the facts `Policy.runs` looks at). A
+        record of each change ever was what the worker's memory grew by, about 6 KB a change."""
+        self.claim = None
+        self.facts = {k: self.facts[k] for k in SETTLED_FACTS if self.facts.get(k)}
 
 
 @dataclass

@@ -8,6 +8,7 @@ refused with a message, as `invalid`, before the request reaches a method.
 """
 import json
 import re
+import secrets
 
 from lonca.protocol import REPO_NAME_MAX
 
@@ -140,9 +141,25 @@ def decode_request(line: bytes) -> dict:
     return req
 
 
-class Raw(bytes):
-    """A result already encoded as JSON (by utf8): written into the answer line as it is. For
-    answers worth rendering once and sending many times (tree_manifest)."""
+class Raw:
+    """A part of an answer encoded before (`encode`, `utf8`), spliced into the line as it is:
+    `status` keeps the lists that only an entry changes encoded between entries
+    (service/status_parts.py), `tree` a whole commit's list rendered once (tree_manifest)."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, data: bytes):
+        self.data = data
+
+
+# Stands in the encoded text for a Raw part until it is spliced: NUL and a random word no answer
+# holds by chance (NUL leaves the encoder as the six characters \u0000, which are searched for).
+_SPLICE = "\0raw-" + secrets.token_hex(8) + "-"
+
+
+def encode(value) -> bytes:
+    """`value` as it would stand in an answer line (no newline), for a Raw part."""
+    return dumps(value)[:-1]
 
 
 def utf8(text: str) -> bytes:
@@ -154,10 +171,17 @@ def utf8(text: str) -> bytes:
         return _SURROGATE.sub("\ufffd", text).encode()
 
 
-def dumps(response: dict) -> bytes:
-    """An answer line."""
-    result = response.get("result")
-    if isinstance(result, Raw):
-        head = {k: v for k, v in response.items() if k != "result"}
-        return utf8(json.dumps(head, ensure_ascii=False, separators=(",", ":"))[:-1]) + b',"result":' + result + b"}\n"
-    return utf8(json.dumps(response, ensure_ascii=False, separators=(",", ":"), allow_nan=False)) + b"\n"
+def dumps(response) -> bytes:
+    """An answer line (lone surrogates as U+FFFD: utf8). Raw parts go in as they are."""
+    raws: list[bytes] = []
+
+    def stand_in(value):
+        if not isinstance(value, Raw):
+            raise TypeError(f"{type(value).__name__} is not JSON")
+        raws.append(value.data)
+        return f"{_SPLICE}{len(raws) - 1}\0"
+    text = json.dumps(response, ensure_ascii=False, separators=(",", ":"), allow_nan=False, default=stand_in)
+    data = utf8(text)
+    for i, raw in enumerate(raws):
+        data = data.replace(json.dumps(f"{_SPLICE}{i}\0").encode(), raw, 1)
+    return data + b"\n"

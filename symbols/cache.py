@@ -6,8 +6,8 @@ re-labelled, not re-parsed.
 
 A blob that replaces another at a path, whose table is held, gets its table spliced from that one,
 parsing only around the edit (symbols/splice.py). Where that cannot be vouched for, the trees of
-recently parsed blobs help: they are kept up to a total of source bytes (a Python tree
-takes about 27 times its source in memory): a blob that replaces one of them at a path is parsed
+recently parsed blobs help: they are kept up to their estimated size in memory (a tree takes
+about 40 times its source: tree_bytes): a blob that replaces one of them at a path is parsed
 incrementally from the old tree, several times faster than from scratch.
 
 The tables held are bounded by their estimated size in memory (table_bytes), not by their
@@ -35,8 +35,13 @@ from .table import NOT_NAMES, SYMBOLS_ENGINE, FileSymbols, Symbol, parsed_table
 if TYPE_CHECKING:
     from .mentions import NameIndex
 
-DEFAULT_TABLE_BYTES = 512 * 1024 * 1024   # estimated memory of the tables held (table_bytes)
-DEFAULT_TREE_BYTES = 16 * 1024 * 1024  # source bytes; the trees take about 27x that (~430 MB at most)
+# Estimated memory of the tables held (table_bytes). The index of a base (mentions.NameIndex) holds
+# every table of its tree whatever this bound, so it bounds the rest: tables of proposals' blobs
+# and of versions trunk left behind, read back from the store on disk when asked for again. At
+# 512 MiB those were what a worker's memory grew by, by the thousand a minute of proposals.
+DEFAULT_TABLE_BYTES = 64 * 1024 * 1024
+DEFAULT_TREE_BYTES = 32 * 1024 * 1024  # estimated memory of the trees kept (tree_bytes); RSS is about twice that
+TREE_BYTES_PER_SOURCE_BYTE = 40  # measured with tracemalloc: 21x (standard library) to 43x (small modules)
 _MAX_PATHS_PER_BLOB = 8
 _MAX_BASES = 8
 
@@ -204,15 +209,20 @@ class SymbolCache:
         return edited(kept[1], kept[0], data)
 
     def _keep(self, key: tuple[str, str | None], data: bytes, tree: Tree) -> None:
-        if len(data) > self._max_tree_bytes:
+        if tree_bytes(data) > self._max_tree_bytes:
             return
         with self._lock:
             if key in self._trees:
                 return
             self._trees[key] = (data, tree)
-            self._tree_bytes += len(data)
+            self._tree_bytes += tree_bytes(data)
             while self._tree_bytes > self._max_tree_bytes:
-                self._tree_bytes -= len(self._trees.popitem(last=False)[1][0])
+                self._tree_bytes -= tree_bytes(self._trees.popitem(last=False)[1][0])
+
+
+def tree_bytes(data: bytes) -> int:
+    """About what the tree of `data` takes in memory."""
+    return TREE_BYTES_PER_SOURCE_BYTE * len(data)
 
 
 def table_bytes(table: FileSymbols) -> int:

@@ -249,7 +249,9 @@ def test_change_readers(env):
     with pytest.raises(LoncaError) as e:
         c.call("change.get", {"change": "k" * 32}, token=a)
     assert e.value.code == "not_found"
-    wait_status(c, a, cid, "integrated")
+    done = wait_status(c, a, cid, "integrated")  # settled: claim and facts read from its proposal entry
+    assert (done["claim"], done["facts"]) == (got["claim"], got["facts"]) and got["claim"]["edits"] == ["app.py#charge"]
+    assert c.call("change.diff", {"change": cid}, repo="demo", token=env.token)["files"] == diff["files"]
     w = c.call("change.withdraw", {"change": cid}, token=a)
     assert w["decision"]["reasons"] == ["not_in_queue:integrated"]
 

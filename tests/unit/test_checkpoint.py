@@ -20,6 +20,11 @@ def busy_chain() -> Chain:
     c.add({"op": "lease.interest", "items": [{"symbol": "a.py#f", "kind": "edit"}], "intent": "after you"},
           actor={"kind": "agent", "session": "s3", "agent": "agent-s3"})
     c.message("s2", "s1", "hello")
+    for change in ("kkkk", "llll"):  # one integrated (settled: claim and facts left to the log), one queued
+        c.add({"op": "change.propose", "change": change, "commit": "c" * 40, "base": "a" * 40,
+               "claim": {"intent": "edit", "edits": ["a.py#g"]}}, actor={"kind": "agent", "session": "s2", "agent": "agent-s2"},
+              facts={"edits": ["a.py#g"], "signature_changes": ["a.py#g"], "modified_files": ["a.py"]})
+    c.add({"op": "change.integrate", "change": "kkkk", "merged": "d" * 40})
     c.clock.step(6_000)
     c.beat("s2")  # L1 runs out; s3's interest becomes a reservation
     c.end("s2")
@@ -35,13 +40,24 @@ def test_load_then_replay_the_rest_equals_replay_from_the_start():
     want = canonical(checkpoint.dump(whole, whole.repo("demo")))
     for cut in range(1, len(c.rows) + 1):
         head = _replay_prefix(c, cut)
-        row = checkpoint.row(head, head.repo("demo"))
+        row = checkpoint.row(checkpoint.snapshot(head, head.repo("demo")))
         assert row.seq == cut and row.hash == c.rows[cut - 1][1]
         resumed = State()
         checkpoint.load(resumed, checkpoint.usable(row, c.rows[cut - 1][1]))
         replay(c, resumed, start=cut + 1)
         assert canonical(checkpoint.dump(resumed, resumed.repo("demo"))) == want, cut
     assert whole.repo("demo").reservations and whole.repo("demo").events["s3"]
+    assert whole.repo("demo").changes["kkkk"].claim is None and whole.repo("demo").queue == ["llll"]
+
+
+def test_a_snapshot_stays_as_it_was_taken():
+    """The worker encodes a snapshot on a thread while the loop applies more entries to the state."""
+    c = busy_chain()
+    st = _replay_prefix(c, len(c.rows) - 5)
+    want = canonical(checkpoint.dump(st, st.repo("demo")))
+    snap = checkpoint.snapshot(st, st.repo("demo"))
+    replay(c, st, start=len(c.rows) - 4)  # messages appended to the events lists the dump holds
+    assert checkpoint.row(snap).state.encode() == want != canonical(checkpoint.dump(st, st.repo("demo")))
 
 
 def _replay_prefix(c: Chain, n: int) -> State:
@@ -54,7 +70,7 @@ def _replay_prefix(c: Chain, n: int) -> State:
 def test_a_checkpoint_that_does_not_match_is_not_used():
     c = busy_chain()
     st = replay(c)
-    row = checkpoint.row(st, st.repo("demo"))
+    row = checkpoint.row(checkpoint.snapshot(st, st.repo("demo")))
     at = c.rows[-1][1]
     assert checkpoint.usable(row, at) is not None
     assert checkpoint.usable(row, c.rows[-2][1]) is None  # the log's entry at seq is another

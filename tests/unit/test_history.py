@@ -1,10 +1,12 @@
 """What the worker keeps of its history in memory is bounded: events per session (and none for
 a session that is over), and status's window of sessions over and changes done."""
-from entries import Chain, replay
+import json
+
+from entries import Chain, agent, replay
 
 from lonca.service.event_methods import session_events
-from lonca.service.read_methods import _listed_sessions
 from lonca.service.state import EVENTS_KEPT, STATUS_WINDOW
+from lonca.service.status_parts import StatusParts
 
 
 def test_a_session_keeps_its_latest_events_and_reads_from_a_seq():
@@ -43,7 +45,7 @@ def test_status_lists_every_live_session_and_a_window_of_those_over():
         c.start(f"s{i}")
         c.end(f"s{i}")
     rs = replay(c).repo("demo")
-    listed = _listed_sessions(rs)
+    listed = [s["id"] for s in json.loads(StatusParts({}).sessions(rs, c.clock()).data)]
     assert listed[0] == "old" and len(listed) == 1 + STATUS_WINDOW
     assert listed[-1] == f"s{STATUS_WINDOW + 49}" and "s0" not in listed
 
@@ -64,3 +66,20 @@ def test_heartbeats_keep_one_pending_check_per_session():
     c.clock.step(timeout)
     c.start("s2")  # s1 fell silent: the first entry past its timeout ends its sets
     assert "L1" not in replay(c).repo("demo").sets
+
+
+def test_a_change_out_of_the_queue_keeps_only_what_status_reads():
+    """Its claim and facts stay in the log (change.get reads them there), not in memory."""
+    c = Chain()
+    c.start("s1")
+    facts = {"edits": ["a.py#f"], "signature_changes": ["a.py#f"], "added_files": [], "modified_files": ["a.py"],
+             "deleted_files": [], "lines_added": 1}
+    for change in ("kkkk", "llll"):
+        c.add({"op": "change.propose", "change": change, "commit": "c" * 40, "base": "a" * 40,
+               "claim": {"intent": "edit", "edits": ["a.py#f"]}}, actor=agent("s1"), facts=facts)
+    c.add({"op": "change.integrate", "change": "kkkk", "merged": "d" * 40})
+    rs = replay(c).repo("demo")
+    done, queued = rs.changes["kkkk"], rs.changes["llll"]
+    assert done.status["status"] == "integrated" and done.claim is None
+    assert done.facts == {"signature_changes": ["a.py#f"]} and done.paths == ["a.py"]
+    assert queued.claim == {"intent": "edit", "edits": ["a.py#f"]} and queued.facts == facts
