@@ -81,6 +81,22 @@ class BatchOutcome:
         return self.landed[-1][1] if self.landed else self.trunk_before
 
 
+def integrate_chain(repo: pygit2.Repository, trunk: str, changes: list[QueuedChange], committer: pygit2.Signature,
+                    cache: SymbolCache, out: BatchOutcome) -> list[tuple[QueuedChange, str]]:
+    """`changes` integrated one on the other from `trunk`: (change, candidate commit) of each that
+    merged; one that conflicts goes to `out.conflicted` and the next merges onto the last good one."""
+    chain: list[tuple[QueuedChange, str]] = []
+    tip = trunk
+    for ch in changes:
+        integration = integrate(repo, tip, ch.commit, ch.base, ch.message, ch.author, committer, cache)
+        if integration.commit is None:
+            out.conflicted.append((ch, integration))
+            continue
+        chain.append((ch, integration.commit))
+        tip = integration.commit
+    return chain
+
+
 def run_batch(repo: pygit2.Repository, trunk: str, changes: list[QueuedChange],
               verify: Callable[[list[QueuedChange], str], Verdict],
               committer: pygit2.Signature | None = None,
@@ -92,15 +108,7 @@ def run_batch(repo: pygit2.Repository, trunk: str, changes: list[QueuedChange],
     only; the caller logs the outcome and moves trunk."""
     cache = cache if cache is not None else SymbolCache()
     out = BatchOutcome(trunk)
-    chain: list[tuple[QueuedChange, str]] = []
-    tip = trunk
-    for ch in changes:
-        integration = integrate(repo, tip, ch.commit, ch.base, ch.message, ch.author, committer, cache)
-        if integration.commit is None:
-            out.conflicted.append((ch, integration))
-            continue
-        chain.append((ch, integration.commit))
-        tip = integration.commit
+    chain = integrate_chain(repo, trunk, changes, committer, cache, out)
     if not chain:
         return out
 

@@ -28,9 +28,8 @@ import pygit2
 
 from lonca.symbols import SymbolCache
 
-from .batching import BatchOutcome, QueuedChange, Verdict, find_culprit, run_batch
+from .batching import BatchOutcome, QueuedChange, Verdict, find_culprit, integrate_chain, run_batch
 from .lanes import Footprint, partition
-from .merge import integrate
 
 Chain = list[tuple[QueuedChange, str]]          # (change, its commit on the candidate)
 Verify = Callable[[list[QueuedChange], str], Verdict]
@@ -43,19 +42,6 @@ class _Lane:
     good: int = 0                       # length of the longest prefix known to pass
     good_verdict: Verdict | None = None
     culprit: tuple[QueuedChange, Verdict] | None = None
-
-
-def _chain(repo, trunk, changes, committer, cache, out: BatchOutcome) -> Chain:
-    chain: Chain = []
-    tip = trunk
-    for ch in changes:
-        integration = integrate(repo, tip, ch.commit, ch.base, ch.message, ch.author, committer, cache)
-        if integration.commit is None:
-            out.conflicted.append((ch, integration))
-            continue
-        chain.append((ch, integration.commit))
-        tip = integration.commit
-    return chain
 
 
 def _bisect(lane: _Lane, verify: Verify) -> None:
@@ -97,7 +83,7 @@ def run_lanes(repo: pygit2.Repository, trunk: str, changes: list[QueuedChange],
         return run_batch(repo, trunk, changes, verify, committer, cache, width=runners)
     cache = cache if cache is not None else SymbolCache()
     out = BatchOutcome(trunk)
-    lanes = [_Lane(_chain(repo, trunk, [changes[i] for i in g], committer, cache, out)) for g in groups]
+    lanes = [_Lane(integrate_chain(repo, trunk, [changes[i] for i in g], committer, cache, out)) for g in groups]
     lanes = [lane for lane in lanes if lane.chain]
     conflicted = {c.change for c, _ in out.conflicted}
     rest = [c for c in changes if c.change not in conflicted]
@@ -105,7 +91,7 @@ def run_lanes(repo: pygit2.Repository, trunk: str, changes: list[QueuedChange],
     def build(part: list[_Lane]) -> Chain | None:
         """The lanes of `part` on trunk, lane after lane; None when they do not merge."""
         order = [c for lane in part for c, _ in lane.chain]
-        chain = _chain(repo, trunk, order, committer, cache, BatchOutcome(trunk))
+        chain = integrate_chain(repo, trunk, order, committer, cache, BatchOutcome(trunk))
         return chain if len(chain) == len(order) else None
 
     union = build(lanes)
@@ -157,7 +143,7 @@ def run_lanes(repo: pygit2.Repository, trunk: str, changes: list[QueuedChange],
     good = [lane for lane in lanes if lane.good]
     if len(good) > 1 and sum(lane.good for lane in good) < len(union):    # the whole union failed already
         order = [c for lane in good for c, _ in lane.chain[:lane.good]]
-        clean = _chain(repo, trunk, order, committer, cache, BatchOutcome(trunk))
+        clean = integrate_chain(repo, trunk, order, committer, cache, BatchOutcome(trunk))
         if len(clean) == len(order):
             verdict = verify(order, clean[-1][1])
             if verdict.ok:
