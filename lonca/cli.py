@@ -1,12 +1,16 @@
 """`lonca`: the one command. Commands that start the worker or the console import them inside
-the command; everything else speaks to the worker through `lonca.client`."""
+the command; everything else speaks to the worker through `lonca.client`.
+
+`lonca hook` runs before every tool call of every agent in a harness, so it builds a parser of
+its own command only: importing every command module (keys, audit, workspaces) cost it about
+60 ms a call (bench hook)."""
 import argparse
 import sys
 
 import lonca
-from lonca import admin_commands, bridge_commands, console_commands, harness, runner_commands
-from lonca import lonis, mcp_bridge
+from lonca import harness
 from lonca.client import Unreachable
+from lonca.lonis_blocks import MODES
 from lonca.output import REFUSED, UNREACHABLE, USAGE, Usage, fail
 from lonca.protocol import LoncaError
 
@@ -20,11 +24,23 @@ class Parser(argparse.ArgumentParser):
         self.exit(USAGE, f"{self.prog}: error: {message}\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _parser() -> tuple[argparse.ArgumentParser, argparse._SubParsersAction]:
     p = Parser(prog="lonca", description="Symbol leases and a merge queue for AI coding agents, with human review.")
     p.add_argument("--version", action="version", version=f"lonca {lonca.__version__}")
-    p.add_argument("--mode", choices=lonis.MODES, help="output of the Lonis provider commands (default json: blocks)")
-    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    p.add_argument("--mode", choices=MODES, help="output of the Lonis provider commands (default json: blocks)")
+    return p, p.add_subparsers(dest="command", metavar="COMMAND")
+
+
+def hook_parser() -> argparse.ArgumentParser:
+    """The parser of `lonca hook` alone (the hook's start-up, above)."""
+    p, sub = _parser()
+    harness.register_hook(sub)
+    return p
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from lonca import admin_commands, bridge_commands, console_commands, lonis, mcp_bridge, runner_commands
+    p, sub = _parser()
     admin_commands.register(sub)
     bridge_commands.register(sub)
     console_commands.register(sub)
@@ -36,7 +52,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    parser = hook_parser() if argv[:1] == ["hook"] else build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "run", None):
         parser.print_help()

@@ -270,6 +270,10 @@ def register(sub) -> None:
     st.add_argument("name", help=", ".join(HARNESSES))
     st.add_argument("--print", action="store_true", help="show what would be written, write nothing")
     command(sub, "rules", "the rules for a model working in a Lonca workspace", cmd_rules)
+    register_hook(sub)
+
+
+def register_hook(sub) -> None:
     hk = sub.add_parser("hook", help="the hook program a harness runs (JSON on stdin)")
     hk.add_argument("--harness", default="claude-code", choices=HARNESSES)
     hk.add_argument("--workspace", help="the workspace (default: the one the harness's cwd is in)")

@@ -16,14 +16,13 @@ from pathlib import Path
 
 import lonca
 from lonca.client import Unreachable
-from lonca.lonis_blocks import EXIT_CODES, SCHEMA_VERSION, block, json_content_hash, message_data, render_human, tool_error
+from lonca.lonis_blocks import EXIT_CODES, MODES, SCHEMA_VERSION, block, json_content_hash, message_data, render_human, tool_error
 from lonca.mcp_session import AgentSession
 from lonca.mcp_tools import BY_ID, TOOLS, Tool, ToolFailure, inbox, invoke, tool_failure
 from lonca.output import Usage
 from lonca.protocol import LoncaError
 
 RESULT_SCHEMA = "https://industrialalgebra.com/schemas/lonis.block/result/v1"
-MODES = ("json", "ndjson", "human")
 
 
 def contract(t: Tool) -> dict:

@@ -17,6 +17,8 @@ KIND_OF = {"invalid": "invalid_input", "not_found": "not_found", "rate_limited":
            "too_large": "limit_exceeded", "unreachable": "io", "busy": "io", "closed": "io", "timeout": "io",
            "usage": "generic", "internal": "internal"}
 
+MODES = ("json", "ndjson", "human")  # the Lonis provider commands' outputs (--mode)
+
 
 def now_rfc3339() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
