@@ -13,6 +13,7 @@ import sys
 import time
 
 from lonca.admin_commands import cmd_daemon
+from lonca.cli import build_parser
 
 _profile = cProfile.Profile() if os.environ.get("LONCA_BENCH_CPROFILE") == "1" else None
 _pauses: list[tuple[int, float]] = []   # (generation, ms) of each collection while measuring
@@ -53,4 +54,4 @@ def _stop(*_) -> None:
 if __name__ == "__main__":
     signal.signal(signal.SIGUSR1, _start)
     signal.signal(signal.SIGUSR2, _stop)
-    sys.exit(cmd_daemon(None))
+    sys.exit(cmd_daemon(build_parser().parse_args(["daemon"])))   # as `lonca daemon` with no options

@@ -50,6 +50,7 @@ class DaemonKeys:
         self.next_path = path.with_name(path.stem + ".next" + path.suffix)
         self.current = current
         self.next: Ed25519PrivateKey | None = _read(self.next_path) if self.next_path.exists() else None
+        self._publics: tuple = (None, None, None, None)     # (current, its public hex, next, its public hex)
 
     @property
     def public(self) -> str:
@@ -63,8 +64,11 @@ class DaemonKeys:
         return public in (self.public, self.next_public)
 
     def signer(self, public: str) -> Ed25519PrivateKey:
-        """The held key whose public part is `public`."""
-        key = self.current if public == self.public else self.next if public == self.next_public else None
+        """The held key whose public part is `public` (every log entry asks: the public parts
+        are derived once per key, not per entry)."""
+        if self._publics[0] is not self.current or self._publics[2] is not self.next:
+            self._publics = (self.current, self.public, self.next, self.next_public)
+        key = self.current if public == self._publics[1] else self.next if public == self._publics[3] else None
         if key is None:
             raise LoncaError("foreign_key", f"this daemon does not hold the key {public[:16]}…; the repository waits "
                                             "for daemon.recover")
