@@ -14,40 +14,37 @@ import sys
 from pathlib import Path
 
 HARNESSES = ("claude-code", "codex", "gemini")
-# What Lonca knows of each harness's hooks (seed 001, hook.input: "the harness's profile"): its
-# events by its own names, each read as one of the moments Lonca hooks (session_start; input, a
-# prompt the user sent; before_tool and after_tool; stop), the prefix it gives the tools of the
-# `lonca` MCP server, whether its before-tool event covers those tools (before_tool_mcp: mcp.call
-# then expects one), and whether context can be added after a tool call (tool_context). Checked
-# with Claude Code 2.1.332, Codex 0.171.0 and Gemini CLI 0.61.0.
-PROFILES = {
-    "claude-code": {"events": {"SessionStart": "session_start", "UserPromptSubmit": "input", "PreToolUse": "before_tool",
-                               "PostToolUse": "after_tool", "Stop": "stop"},
-                    "tool_prefix": "mcp__lonca__", "before_tool_mcp": True, "tool_context": True},
-    "codex": {"events": {"SessionStart": "session_start", "UserPromptSubmit": "input", "PreToolUse": "before_tool",
-                         "PostToolUse": "after_tool", "Stop": "stop"},
-              "tool_prefix": "mcp__lonca__", "before_tool_mcp": True, "tool_context": True},
-    "gemini": {"events": {"SessionStart": "session_start", "BeforeAgent": "input", "BeforeTool": "before_tool",
-                          "AfterTool": "after_tool", "AfterAgent": "stop"},
-               "tool_prefix": "mcp_lonca_", "before_tool_mcp": False, "tool_context": True},
-}
-# the write tools of each harness, by the input field that names the file (service/hook_methods.py
+# What Lonca knows of each harness's hooks (seed 001, hook.input: "the harness's profile"; a
+# repository's policy may give its own, service/policy.py): its events by its own names, each read
+# as one of the moments Lonca hooks (session_start; input, a prompt the user sent; before_tool and
+# after_tool; stop), the prefix it gives the tools of the `lonca` MCP server, whether its
+# before-tool event covers those tools (before_tool_mcp: mcp.call then expects one), whether
+# context can be added after a tool call (tool_context), and its tools the worker judges.
+# write_tools: the write tools, by the input field that names the file (service/hook_methods.py
 # judges their calls; `lonca hook` sends the files they write as the workspace holds them).
 # Codex's apply_patch names no file: its field holds a patch (lonca/apply_patch.py), whose headers
 # name every file it writes; Codex also applies a shell command that is an apply_patch heredoc
-# (patch_of).
-WRITE_TOOLS = {"claude-code": {"Edit": "file_path", "Write": "file_path", "MultiEdit": "file_path",
-                               "NotebookEdit": "notebook_path"},
-               "gemini": {"replace": "file_path", "write_file": "file_path"},
-               "codex": {"apply_patch": "command"}}
+# (patch_of). read_tools: the read tools, by the input field that names what they read: a read
+# outside the workspace and the session's scratch taints the session (its words may steer the
+# agent). Checked with Claude Code 2.1.332, Codex 0.171.0 and Gemini CLI 0.61.0.
+PROFILES = {
+    "claude-code": {"events": {"SessionStart": "session_start", "UserPromptSubmit": "input", "PreToolUse": "before_tool",
+                               "PostToolUse": "after_tool", "Stop": "stop"},
+                    "tool_prefix": "mcp__lonca__", "before_tool_mcp": True, "tool_context": True,
+                    "write_tools": {"Edit": "file_path", "Write": "file_path", "MultiEdit": "file_path",
+                                    "NotebookEdit": "notebook_path"},
+                    "read_tools": {"Read": "file_path", "Grep": "path", "Glob": "path"}},
+    "codex": {"events": {"SessionStart": "session_start", "UserPromptSubmit": "input", "PreToolUse": "before_tool",
+                         "PostToolUse": "after_tool", "Stop": "stop"},
+              "tool_prefix": "mcp__lonca__", "before_tool_mcp": True, "tool_context": True,
+              "write_tools": {"apply_patch": "command"}, "read_tools": {"view_image": "path"}},
+    "gemini": {"events": {"SessionStart": "session_start", "BeforeAgent": "input", "BeforeTool": "before_tool",
+                          "AfterTool": "after_tool", "AfterAgent": "stop"},
+               "tool_prefix": "mcp_lonca_", "before_tool_mcp": False, "tool_context": True,
+               "write_tools": {"replace": "file_path", "write_file": "file_path"},
+               "read_tools": {"read_file": "file_path"}},
+}
 PATCH_TOOLS = {"apply_patch"}
-# the read tools of each harness, by the input field that names what they read: a read outside
-# the workspace and the session's scratch taints the session (its words may steer the agent)
-READ_TOOLS = {"claude-code": {"Read": "file_path", "Grep": "path", "Glob": "path"},
-              "gemini": {"read_file": "file_path"}, "codex": {"view_image": "path"}}
-# how a harness names the tools of the `lonca` MCP server, where its before-tool event covers MCP
-# tools (mcp.call compares them)
-MCP_PREFIX = {h: p["tool_prefix"] for h, p in PROFILES.items() if p["before_tool_mcp"]}
 
 
 def patch_of(harness: str, tool: str | None, tool_input: dict) -> tuple[str, str | None] | None:
@@ -62,10 +59,10 @@ def patch_of(harness: str, tool: str | None, tool_input: dict) -> tuple[str, str
     return (command, None) if tool in PATCH_TOOLS else from_shell(command) if tool == "Bash" else None
 
 
-def written_paths(harness: str, tool: str | None, tool_input: dict) -> list[str] | None:
-    """The paths (as the tool names them, from the harness's cwd) a write tool's call writes; None
-    for a tool that writes no file the harness names, or whose input does not say (the worker
-    answers that)."""
+def written_paths(harness: str, write_tools: dict, tool: str | None, tool_input: dict) -> list[str] | None:
+    """The paths (as the tool names them, from the harness's cwd) a write tool's call writes, by
+    its profile's write_tools; None for a tool that writes no file the harness names, or whose
+    input does not say (the worker answers that)."""
     patch = patch_of(harness, tool, tool_input)
     if patch is not None:
         from lonca.apply_patch import PatchError, parse
@@ -73,7 +70,7 @@ def written_paths(harness: str, tool: str | None, tool_input: dict) -> list[str]
             return [os.path.join(patch[1], p) if patch[1] else p for op in parse(patch[0]) for p in op.paths()]
         except PatchError:
             return None
-    key = WRITE_TOOLS.get(harness, {}).get(tool or "")
+    key = write_tools.get(tool or "")
     value = tool_input.get(key) if key else None
     return [value] if isinstance(value, str) and tool not in PATCH_TOOLS else None
 

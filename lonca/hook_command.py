@@ -65,7 +65,7 @@ def _call(c: Client, ws: wsp.Workspace, method: str, params: dict):
 def _answer(c: Client, ws: wsp.Workspace, harness: str, data: dict, moment: str) -> dict | None:
     params = {"harness": harness, "input": {k: v for k, v in data.items() if k not in UNREAD}, "workspace": str(ws.root)}
     tool_input = data.get("tool_input") if isinstance(data.get("tool_input"), dict) else {}
-    named = written_paths(harness, data.get("tool_name"), tool_input) if moment == "before_tool" else None
+    named = written_paths(harness, PROFILES[harness]["write_tools"], data.get("tool_name"), tool_input) if moment == "before_tool" else None
     if named:
         cwd = data.get("cwd") if isinstance(data.get("cwd"), str) else None
         params["base"] = ws.base

@@ -1,5 +1,5 @@
 """hook.input (seed 001): what a hook program got from its harness, untouched, read with the
-harness's profile (lonca/harness.py, PROFILES) into one of the moments Lonca hooks, and answered
+harness's profile (the repository's policy, lonca/harness.py's PROFILES where it names none) into one of the moments Lonca hooks, and answered
 with what the hook program does next, in the harness's own shape:
 
 - session_start: {"phase", "session", "context": the harness's answer with a "{context}" hole,
@@ -24,10 +24,14 @@ from .methods import Call, method
 async def hook_input(call: Call) -> dict:
     p = call.params
     harness, raw = p["harness"], p["input"]
-    profile = PROFILES.get(harness)
+    policy = call.repo_state().policy
+    profile = policy.profile(harness)
     if profile is None:
+        known = sorted(h for h in {*PROFILES, *policy.harnesses} if policy.profile(h))
         raise LoncaError("invalid", f"no profile for the harness {harness[:64]!r}: Lonca reads the events of "
-                                    f"{', '.join(PROFILES)}; send a known harness's name, or hook.event's own fields")
+                                    f"{', '.join(known)}; send a known harness's name, give this one a profile in "
+                                    "lonca.toml ([harnesses.<name>] events, docs/policy.md), or send hook.event's "
+                                    "own fields")
     event = raw.get("hook_event_name")
     moment = profile["events"].get(event) if isinstance(event, str) else None
     if moment is None:

@@ -20,8 +20,7 @@ from dataclasses import dataclass, field
 import pygit2
 
 from lonca import apply_patch
-from lonca.harness import (HARNESSES, MCP_PREFIX, PATCH_TOOLS, READ_TOOLS, WRITE_TOOLS, patch_of, stop_output as stop_shape,
-                           written_paths)
+from lonca.harness import PATCH_TOOLS, patch_of, stop_output as stop_shape, written_paths
 from lonca.protocol import LoncaError
 from lonca.symbols import TreeEntry, compute_facts
 
@@ -70,27 +69,30 @@ async def judge(call: Call, p: dict) -> dict:
     seen = _seen(call)
     now = d.now_ms()
     seen.last_hook_ms = now
-    if harness not in HARNESSES:    # the seed: a harness Lonca does not know is denied, whatever the event
+    profile = rs.policy.profile(harness)
+    if profile is None:    # the seed: a harness Lonca does not know is denied, whatever the event
         return {"decision": "deny", "reason": f"Lonca does not know the harness {harness[:64]!r}: it can not tell what "
-                                              f"its tools do. Run the agent in {', '.join(HARNESSES)}."}
+                                              "its tools do. Run the agent in a harness Lonca has a profile of, or "
+                                              "give this one a profile in lonca.toml ([harnesses.<name>] events, "
+                                              "docs/policy.md)."}
     if event != "PreToolUse" or tool is None:
         return {"decision": "allow", "reason": ""}
-    prefix = MCP_PREFIX.get(harness)
+    prefix = profile["tool_prefix"] if profile["before_tool_mcp"] else None
     if prefix and tool.startswith(prefix):
         seen.mcp_events.append((tool[len(prefix):], now))
         return {"decision": "allow", "reason": ""}
     rec = rs.sessions[me]
-    read_key = READ_TOOLS[harness].get(tool)
+    read_key = profile["read_tools"].get(tool)
     if read_key:
         target = tool_input.get(read_key)
         full = os.path.normpath(os.path.join(cwd or ws, target if isinstance(target, str) else "."))
         if rec.taint is None and not _within(full, [ws, *(rec.scope.get("scratch") or [])]):
             return await d.log.append(rs.name, _taint(call, rs, f"read_outside:{full}"))
         return {"decision": "allow", "reason": ""}
-    key, patch = WRITE_TOOLS[harness].get(tool), patch_of(harness, tool, tool_input)
+    key, patch = profile["write_tools"].get(tool), patch_of(harness, tool, tool_input)
     if key is None and patch is None:
         return {"decision": "allow", "reason": ""}
-    named = written_paths(harness, tool, tool_input)
+    named = written_paths(harness, profile["write_tools"], tool, tool_input)
     if named is None:
         if patch is not None or tool in PATCH_TOOLS:     # the harness refuses it by itself
             return {"decision": "allow", "reason": "the patch could not be read; it is judged at propose"}
@@ -424,7 +426,8 @@ async def mcp_call(call: Call) -> dict:
     tool = call.params["tool"]
     d, rs, me = call.ctx, call.repo_state(), call.auth.session
     rec = rs.sessions[me]
-    if rec.harness not in MCP_PREFIX or rec.level == "isolated":
+    profile = rs.policy.profile(rec.harness) if rec.harness else None
+    if profile is None or not profile["before_tool_mcp"] or rec.level == "isolated":
         return {"checked": False, "hooked": None}
     seen = _seen(call)
     now = d.now_ms()
@@ -452,7 +455,8 @@ async def mcp_call(call: Call) -> dict:
 
 @method("harness.setup", "agent")
 async def harness_setup(call: Call) -> dict:
-    """The setup part of the harness's profile from the policy: no policy has profiles yet, so
-    every harness gets null, and the client writes its own setup (lonca/harness.py)."""
-    call.repo_state()
-    return {"setup": None}
+    """The setup part of the harness's profile from the policy ([harnesses.<name>] setup), as
+    written, holes unfilled; null when the policy gives none (the built-in profiles have none:
+    the client writes its own setup, lonca/harness.py)."""
+    profile = call.repo_state().policy.profile(call.params["harness"])
+    return {"setup": profile.get("setup") if profile else None}

@@ -14,9 +14,12 @@ import tomllib
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from lonca.harness import PROFILES
+
 from .globs import glob_match
 
 LEVELS = ("unobserved", "hooks", "hooks_sandbox", "isolated")  # a session's observation levels, lowest first
+PHASES = ("session_start", "input", "before_tool", "after_tool", "stop")  # the moments Lonca hooks (hook.input)
 _HARNESS_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")  # as session.start names a harness, lowercase
 
 
@@ -79,6 +82,17 @@ class Policy:
         required_level, else [sessions] required_level."""
         return self.harnesses.get(harness or "", {}).get("required_level", self.required_level)
 
+    def profile(self, harness: str | None) -> dict | None:
+        """The harness's profile (seed 001, hook.input: "the harness's profile from the policy"):
+        the built-in one of lonca/harness.py with the keys [harnesses.<name>] gives over it, or the
+        policy's alone for another harness (parse made sure it has events); None: no profile, the
+        harness is unknown."""
+        own = {k: v for k, v in self.harnesses.get(harness or "", {}).items() if k != "required_level"}
+        base = PROFILES.get(harness or "")
+        if base is None and "events" not in own:
+            return None
+        return {**(base or NO_PROFILE), **own}
+
     def critical(self, path: str) -> bool:
         return any(glob_match(g, path) for g in self.critical_paths)
 
@@ -105,6 +119,10 @@ class Policy:
 
 
 DEFAULT = Policy()
+# what a profile of the policy leaves out, for a harness Lonca has no profile of: no tools judged,
+# no MCP prefix (so no before-tool event of MCP tools), no context after a tool, no setup
+NO_PROFILE = {"events": {}, "tool_prefix": "", "before_tool_mcp": False, "tool_context": False,
+              "write_tools": {}, "read_tools": {}, "setup": None}
 MAX_POLICY_BYTES = 1 << 20
 RESERVED_CHECKS = ("build", "tests", "extended")
 _CHECK_NAME = re.compile(r"[A-Za-z0-9_-]+")
@@ -119,7 +137,9 @@ class Setting:
     kind: "bool"; "int" (not a boolean, at least `minimum`, times `scale` into the field);
     "choice" (one of `choices`); "argv" (a non-empty array of strings, no shell); "strings";
     "env" (variable names); "checks" (a table: check name -> argv); "check_globs" (a table:
-    glob -> names of `checks`)."""
+    glob -> names of `checks`); a harness profile's "events" (a table: event -> one of PHASES),
+    "tools" (a table: tool name -> the input key naming its path), "string" and "table" (any
+    table, kept as written)."""
     table: str
     key: str
     field: str
@@ -192,6 +212,16 @@ class Setting:
                     raise PolicyError(f"lonca.toml: {self.name}: {json.dumps(unknown[0])} is not "
                                       "a check of [verification] checks; define it there first")
             return {k: list(v) for k, v in value.items()}
+        if kind == "string" and isinstance(value, str) and len(value) <= 256 and "\0" not in value:
+            return value
+        if kind == "table" and isinstance(value, dict):
+            return value
+        if kind in ("events", "tools") and isinstance(value, dict):
+            for name, v in value.items():
+                fits = v in PHASES if kind == "events" else isinstance(v, str) and 0 < len(v) <= 256
+                if not fits or not 0 < len(name) <= 256:
+                    raise self.error(_A[kind], {name: v}, f"{self.name}.{json.dumps(name)}")
+            return dict(value)
         raise self.error(_A[kind] if kind in _A else self.type_text, value)
 
     def error(self, want: str, got: Any, name: str | None = None) -> "PolicyError":
@@ -200,11 +230,15 @@ class Setting:
 
 _TYPE_TEXT = {"bool": "boolean", "argv": "array of strings (argv)", "strings": "array of strings",
               "env": "array of variable names", "checks": "table: name = argv",
-              "check_globs": "table: glob = array of check names"}
+              "check_globs": "table: glob = array of check names", "events": "table: event = phase",
+              "tools": "table: tool = input key", "string": "string", "table": "table"}
 _A = {"bool": "true or false", "int": "an integer", "argv": "a non-empty array of strings (argv: "
       'the program, then each argument; no shell), as ["make", "test"]',
       "strings": "an array of strings", "env": "an array of environment variable names",
-      "checks": "a table of check name = argv", "check_globs": 'a table of glob = ["check", …]'}
+      "checks": "a table of check name = argv", "check_globs": 'a table of glob = ["check", …]',
+      "events": "a table of the harness's event name = " + " or ".join(f'"{p}"' for p in PHASES),
+      "tools": 'a table of tool name = the key of its input that names the path, as Edit = "file_path"',
+      "string": "a string of at most 256 characters", "table": "a table"}
 
 SETTINGS = (
     Setting("leases", "max_ttl_minutes", "max_ttl_ms", "int", 1, 60_000),
@@ -246,9 +280,18 @@ SETTINGS = (
 _BY_KEY = {(s.table, s.key): s for s in SETTINGS}
 TABLES = tuple(dict.fromkeys(s.table for s in SETTINGS))
 # The keys of a harness's profile, `[harnesses.<name>]` (one table per harness the repository
-# sets apart from the rest); a key left out holds what [sessions] says for every harness.
+# sets apart from the rest): required_level, which left out holds what [sessions] says for every
+# harness; and how Lonca reads the harness's hooks (Policy.profile), each key over the built-in
+# profile's, or for another harness over NO_PROFILE, once `events` names its events.
 HARNESS_SETTINGS = (
     Setting("harnesses.<name>", "required_level", "required_level", "choice", choices=LEVELS),
+    Setting("harnesses.<name>", "events", "events", "events"),
+    Setting("harnesses.<name>", "before_tool_mcp", "before_tool_mcp", "bool"),
+    Setting("harnesses.<name>", "tool_prefix", "tool_prefix", "string"),
+    Setting("harnesses.<name>", "tool_context", "tool_context", "bool"),
+    Setting("harnesses.<name>", "write_tools", "write_tools", "tools"),
+    Setting("harnesses.<name>", "read_tools", "read_tools", "tools"),
+    Setting("harnesses.<name>", "setup", "setup", "table"),
 )
 _HARNESS_KEYS = {s.key: s for s in HARNESS_SETTINGS}
 
@@ -335,6 +378,13 @@ def _harness_profiles(doc: dict) -> dict:
                                   f"[harnesses.<name>] has {known} (docs/policy.md)")
             profile[setting.field] = replace(setting, table=f"harnesses.{name}").convert(value, {})
         out[name] = profile
+        whole = Policy(harnesses={name: profile}).profile(name)
+        if whole is None and set(profile) - {"required_level"}:
+            raise PolicyError(f"lonca.toml: [harnesses.{name}] events is missing: Lonca has no profile of {name}, so "
+                              "its table names the harness's events (docs/policy.md) before its other hook keys")
+        if whole is not None and whole["before_tool_mcp"] and not whole["tool_prefix"]:
+            raise PolicyError(f"lonca.toml: [harnesses.{name}] tool_prefix is missing: with before_tool_mcp = true "
+                              "it says how the harness names the lonca MCP tools, as \"mcp__lonca__\"")
     return out
 
 
