@@ -98,6 +98,14 @@ def test_every_field_of_the_policy_has_one_key():
      "[harnesses.codex] required_levels is not a setting Lonca knows; [harnesses.<name>] has required_level"),
     ('[harnesses]\nrequired_level = "hooks"\n', "[harnesses] required_level is not a harness's table"),
     ('[harnesses."Claude Code"]\nrequired_level = "hooks"\n', '[harnesses."Claude Code"]: a harness is named'),
+    ('[harnesses.acme]\nevent = { Pre = "before_tool" }\n', "[harnesses.acme] event is not a setting Lonca knows"),
+    ('[harnesses.acme]\nwrite_tools = { edit = "path" }\n', "[harnesses.acme] events is missing: Lonca has no profile"),
+    ('[harnesses.acme]\nevents = { Pre = "before" }\n', '[harnesses.acme] events."Pre" must be a table of'),
+    ('[harnesses.acme]\nevents = { Pre = "before_tool" }\nwrite_tools = { edit = 1 }\n',
+     '[harnesses.acme] write_tools."edit" must be a table of tool name = the key'),
+    ('[harnesses.acme]\nevents = { Pre = "before_tool" }\nbefore_tool_mcp = true\n',
+     "[harnesses.acme] tool_prefix is missing: with before_tool_mcp = true"),
+    ('[harnesses.codex]\ntool_context = "no"\n', '[harnesses.codex] tool_context must be true or false, got "no"'),
 ])
 def test_a_value_that_does_not_fit_is_refused_naming_the_key(text, message):
     with pytest.raises(PolicyError) as e:
@@ -118,6 +126,20 @@ def test_values_that_fit_are_kept_as_written():
     assert pol.harnesses == {"gemini": {"required_level": "unobserved"}}
     assert (pol.level_required("gemini"), pol.level_required("claude-code"), pol.level_required(None)) == (
         "unobserved", "hooks", "hooks")
+
+
+def test_a_harness_profile_is_the_built_in_one_under_the_policy_keys_or_the_policy_own():
+    pol = parse('[harnesses.gemini]\nsetup = { a = [1, { b = "{hole}" }] }\n'
+                '[harnesses.acme]\nevents = { Pre = "before_tool" }\nwrite_tools = { edit = "path" }\n'
+                '[harnesses.zeta]\nrequired_level = "hooks"\n')
+    gemini = pol.profile("gemini")
+    assert gemini["events"]["BeforeTool"] == "before_tool" and gemini["setup"] == {"a": [1, {"b": "{hole}"}]}
+    assert pol.profile("acme") == {"events": {"Pre": "before_tool"}, "tool_prefix": "", "before_tool_mcp": False,
+                                   "tool_context": False, "write_tools": {"edit": "path"}, "read_tools": {},
+                                   "setup": None}
+    # a level of its own makes no profile; a harness nobody names has none
+    assert pol.profile("zeta") is None and pol.profile("vim") is None and pol.profile(None) is None
+    assert DEFAULT.profile("codex")["write_tools"] == {"apply_patch": "command"}
 
 
 # --- over the socket --------------------------------------------------------------------------
