@@ -316,6 +316,9 @@ async def hook_bind(call: Call) -> dict:
     p = call.params
     harness, harness_session, sudo = p["harness"], p["harness_session"], p["sudo_without_password"]
     d, rs, me = call.ctx, call.repo_state(), call.auth.session
+    if rs.policy.profile(harness) is None:
+        raise LoncaError("invalid", f"no profile for the harness {harness[:64]!r}: bind a harness Lonca has a profile "
+                                    "of, or give this one a profile in lonca.toml ([harnesses.<name>] events)")
     _seen(call).last_hook_ms = d.now_ms()
 
     def decide() -> Draft:
@@ -392,6 +395,10 @@ async def hook_stop(call: Call) -> dict:
     harness = p["harness"]
     files = local_files(p["files"])
     d, rs, me = call.ctx, call.repo_state(), call.auth.session
+    profile = rs.policy.profile(harness)
+    if profile is None or "stop" not in profile["events"].values():    # the seed: no stop event, invalid
+        raise LoncaError("invalid", f"the harness {harness[:64]!r} has no stop event in its profile: hook.stop is for "
+                                    "a harness whose profile reads one of its events as stop (docs/policy.md)")
     _seen(call).last_hook_ms = d.now_ms()
     carried = await carried_paths(call, rs, files, rs.workspace_sessions(me))
     paths = sorted(f["path"] for f in files if f["path"] not in carried)

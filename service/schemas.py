@@ -12,7 +12,6 @@ import re
 import unicodedata
 from dataclasses import dataclass, field
 
-from lonca.harness import HARNESSES
 from lonca.protocol import CLAIM_FIELDS, LoncaError, REPO_NAME_MAX
 
 from . import paths
@@ -368,10 +367,10 @@ SCHEMAS: dict[str, Obj] = {
                          ["hook_event_name", "workspace"]),
     "hook.input": params({"harness": Str(64, 1), "input": Free(), "workspace": WORKSPACE, "base": BASE, "files": HELD},
                          ["harness", "input", "workspace"]),
-    "hook.bind": params({"harness": Str(enum=HARNESSES), "harness_session": Str(256, 1), "sudo_without_password": Bool(),
+    "hook.bind": params({"harness": Str(64, 1), "harness_session": Str(256, 1), "sudo_without_password": Bool(),
                          "workspace": Str(4096, 1, nullable=True, check=_absolute)},
                         ["harness", "harness_session", "sudo_without_password"]),
-    "hook.stop": params({"harness": Str(enum=HARNESSES), "files": Arr(LOCAL_FILE, 100_000)}, ["harness", "files"]),
+    "hook.stop": params({"harness": Str(64, 1), "files": Arr(LOCAL_FILE, 100_000)}, ["harness", "files"]),
     "mcp.call": params({"tool": Str(64, 1, r"[a-z0-9_]+", what="the name in tools/list: lowercase letters, digits and _")},
                        ["tool"]),
     "harness.setup": params({"harness": Str(64, 1)}, ["harness"]),

@@ -106,6 +106,9 @@ def test_a_profile_in_the_policy_makes_another_harness_known(repo_env):
     env.policy(ACME)
     start = send({"hook_event_name": "Begin"})
     assert start["phase"] == "session_start" and start["tool_prefix"] == "lonca."
+    bound = env.client.call("hook.bind", {"harness": "acme", "harness_session": "a-1", "sudo_without_password": False,
+                                          "workspace": WS}, token=ada)
+    assert bound["level"] == "hooks", bound
     # an edit of a symbol bob holds, by acme's own write tool and input key: denied, with the holder
     denied = send(edit, base=env.trunk, files=held)
     assert denied["phase"] == "before_tool" and denied["decision"] == "deny", denied
@@ -119,6 +122,9 @@ def test_a_profile_in_the_policy_makes_another_harness_known(repo_env):
     assert send(dict(edit, tool_name="lonca.propose", tool_input={}))["decision"] == "allow"
     assert env.client.call("mcp.call", {"tool": "propose"}, token=ada) == {"checked": True, "hooked": True}
     assert send({"hook_event_name": "Done"}) == {"phase": "stop"}
+    local = [{"path": "app.py", "entry": {"mode": "100644", "blob": "0" * 40}}]
+    stop = env.client.call("hook.stop", {"harness": "acme", "files": local}, token=ada)
+    assert stop["unproposed"] == ["app.py"] and stop["output"]["decision"] == "block", stop
     # harness.setup: the policy's setup part as written, holes unfilled; none for the built-in ones
     assert env.client.call("harness.setup", {"harness": "acme"}, token=ada) == {"setup": {
         "hooks": {"BeforeEdit": "{lonca_hook}"}, "note": "acme reads .acme/hooks.json"}}

@@ -203,7 +203,7 @@ BAD_EVENTS = [
 ]
 
 
-def test_params_are_checked_strictly_and_harness_setup_has_no_profile_yet(repo_env):
+def test_params_are_checked_strictly_and_harness_setup_is_null_without_the_policy_s_setup(repo_env):
     ada = agent(repo_env)
     for params in BAD_EVENTS:
         with pytest.raises(LoncaError) as e:
@@ -215,7 +215,8 @@ def test_params_are_checked_strictly_and_harness_setup_has_no_profile_yet(repo_e
                                                       "tool_name": "Edit", "tool_input": {}}, token=ada)
         assert unknown["decision"] == "deny" and "'vim'" in unknown["reason"]
     for method, params in [("hook.bind", {"harness": "claude-code"}), ("hook.stop", {"harness": "claude-code"}),
-                           ("hook.stop", {"harness": "nano", "files": []}), ("mcp.call", {"tool": "x", "more": 1})]:
+                           ("hook.stop", {"harness": "nano", "files": []}), ("mcp.call", {"tool": "x", "more": 1}),
+                           ("hook.bind", {"harness": "nano", "harness_session": "h", "sudo_without_password": False})]:
         with pytest.raises(LoncaError) as e:
             repo_env.client.call(method, params, token=ada)
         assert e.value.code == "invalid", (method, params)
