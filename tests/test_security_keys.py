@@ -2,6 +2,10 @@
 sk-ed25519 and sk-p256 keys enrol, their SSHSIG blobs log in and sign operations through
 human.submit over the real worker, `lonca audit verify` re-checks them offline, and every
 malformation of the blob is refused bad_human_signature with nothing logged."""
+import base64
+import shutil
+import subprocess
+
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
@@ -112,3 +116,32 @@ def test_verification_is_the_same_offline():
         assert not humansig.verify(k.public, b"n", good.hex())
         assert not humansig.verify(k.public, b"m", k.blob(b"m", flags=0).hex())
         assert not humansig.verify({"alg": kind, "public": SecurityKey("j", kind).point.hex()}, b"m", good.hex())
+
+
+def armor(blob: bytes) -> str:
+    b64 = base64.b64encode(blob).decode()
+    return "-----BEGIN SSH SIGNATURE-----\n" + "\n".join(b64[i:i + 70] for i in range(0, len(b64), 70)) \
+        + "\n-----END SSH SIGNATURE-----\n"
+
+
+@pytest.mark.parametrize("kind", ["sk-ed25519", "sk-p256"])
+def test_openssh_itself_verifies_the_builders_blobs(tmp_path, kind):
+    """The builder is checked against OpenSSH's own verifier (`ssh-keygen -Y verify`, which needs
+    no device), so the blobs the worker accepts are the ones ssh-keygen makes, not a private
+    dialect. Signing needs a FIDO device: ssh-keygen here says "device not found"."""
+    assert shutil.which("ssh-keygen"), "OpenSSH's ssh-keygen (Debian openssh-client) is needed"
+    k = SecurityKey("carol", kind)
+    (tmp_path / "allowed").write_text(f"carol {k.key_type.decode()} {base64.b64encode(k.public_blob()).decode()}\n")
+
+    def openssh_accepts(blob: bytes, message: bytes = b"intent") -> bool:
+        (tmp_path / "sig").write_text(armor(blob))
+        return subprocess.run(["ssh-keygen", "-Y", "verify", "-f", str(tmp_path / "allowed"), "-I", "carol",
+                               "-n", "lonca", "-s", str(tmp_path / "sig")], input=message,
+                              capture_output=True).returncode == 0
+    for hash_alg in (b"sha512", b"sha256"):
+        blob = k.blob(b"intent", hash_alg=hash_alg)
+        assert openssh_accepts(blob) and humansig.verify(k.public, b"intent", blob.hex())
+    # (user presence is Lonca's rule on top: ssh-keygen 9.2's -Y verify accepts a blob without it)
+    for how in ({"namespace": b"file"}, {"signer": SecurityKey("x", kind)}, {"hash_alg": b"sha512", "digest_alg": b"sha256"}):
+        blob = k.blob(b"intent", **how)
+        assert not openssh_accepts(blob) and not humansig.verify(k.public, b"intent", blob.hex()), how
