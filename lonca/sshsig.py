@@ -94,6 +94,30 @@ def key_problem(key: dict) -> str | None:
     return None
 
 
+def key_from_openssh(text: str) -> dict | None:
+    """A security key's public line as OpenSSH writes it (id_ed25519_sk.pub or id_ecdsa_sk.pub of
+    `ssh-keygen -t ed25519-sk -O application=ssh:lonca`), as a human key; None for anything else,
+    a key of another application among them (its signatures could never verify here)."""
+    import base64
+    import binascii
+    parts = text.split()
+    kind = next((k for k, t in KEY_TYPES.items() if parts and parts[0].encode() == t), None)
+    if kind is None or len(parts) < 2:
+        return None
+    try:
+        r = _Reader(base64.b64decode(parts[1], validate=True))
+        if r.string() != KEY_TYPES[kind] or (kind == "sk-p256" and r.string() != b"nistp256"):
+            return None
+        point = r.string()
+        if r.string() != APPLICATION:
+            return None
+        r.end("the key")
+    except (Refused, binascii.Error):
+        return None
+    key = {"alg": kind, "public": point.hex()}
+    return None if key_problem(key) else key
+
+
 @dataclass(frozen=True)
 class Signed:
     flags: int

@@ -9,10 +9,11 @@ import subprocess
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+from conftest import git_repo
 from sshsig_builder import SecurityKey
 
 from helpers import human_key, init_repo, login
-from lonca import humansig
+from lonca import humansig, sshsig
 from lonca.protocol import LoncaError
 
 
@@ -145,3 +146,21 @@ def test_openssh_itself_verifies_the_builders_blobs(tmp_path, kind):
     for how in ({"namespace": b"file"}, {"signer": SecurityKey("x", kind)}, {"hash_alg": b"sha512", "digest_alg": b"sha256"}):
         blob = k.blob(b"intent", **how)
         assert not openssh_accepts(blob) and not humansig.verify(k.public, b"intent", blob.hex()), how
+
+
+def test_the_cli_enrols_a_security_keys_pub_line(worker, tmp_path, monkeypatch):
+    """`lonca human enrol NAME --public "<the .pub line>"`: what ssh-keygen -t ed25519-sk (or
+    ecdsa-sk) -O application=ssh:lonca writes; a key of another application is refused, since
+    its signatures could never verify here."""
+    monkeypatch.setenv("LONCA_HUMANS", worker.env["LONCA_HUMANS"])
+    worker.cli_json("init", "demo", "--import", str(git_repo(tmp_path / "src", {"a.py": "x = 1\n"})))
+    for kind in ("sk-ed25519", "sk-p256"):
+        k = SecurityKey(f"carol-{kind}", kind)
+        line = f"{k.key_type.decode()} {base64.b64encode(k.public_blob()).decode()} carol@laptop"
+        assert sshsig.key_from_openssh(line) == k.public
+        worker.cli_json("human", "enrol", k.name, "--public", line, "--repo", "demo")
+        assert worker.cli_json("status", "--repo", "demo")["humans"][k.name]["alg"] == kind
+        other = SecurityKey("eve", kind, application=b"ssh:")
+        line = f"{other.key_type.decode()} {base64.b64encode(other.public_blob()).decode()}"
+        refused = worker.cli("human", "enrol", "eve", "--public", line, "--repo", "demo")
+        assert refused.returncode != 0 and "application=ssh:lonca" in refused.stderr
