@@ -80,8 +80,9 @@ def public_blob(key: dict) -> bytes:
 def key_problem(key: dict) -> str | None:
     """Why an sk- key's public part could never verify, or None (checked where keys enter)."""
     alg, public = key.get("alg"), key.get("public", "")
-    if alg not in KEY_TYPES or len(public) != PUBLIC_HEX_LEN[alg]:
-        return f"a {alg} key's public part is {PUBLIC_HEX_LEN.get(alg)} hex digits"
+    if alg not in KEY_TYPES or not isinstance(public, str) or len(public) != PUBLIC_HEX_LEN[alg] \
+            or not all(c in "0123456789abcdef" for c in public):
+        return f"a {alg} key's public part is {PUBLIC_HEX_LEN.get(alg)} lowercase hex digits"
     point = bytes.fromhex(public)
     if alg == "sk-ed25519":
         return humansig.ed25519_key_problem(point)
