@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Callable, Iterator
 
-from lonca import humankeys, humansig, paths
+from lonca import humankeys, humansig, paths, sshsig
 from lonca import workspace as wsp
 from lonca.audit import landing_problems, read_witnesses, verify_entries, witness_problem
 from lonca.database_errors import database_problem
@@ -43,7 +43,8 @@ def register(sub) -> None:
     en = command(h, "enrol", "enrol another key in a repository (signed with your file key)", cmd_enrol, repo=True)
     en.add_argument("name", help="the name the key signs as")
     which = en.add_mutually_exclusive_group(required=True)
-    which.add_argument("--public", help="a file key as `lonca human key` prints it (ed25519:<hex>)")
+    which.add_argument("--public", help="a file key as `lonca human key` prints it (ed25519:<hex>), or a FIDO "
+                                        "security key's .pub line made with -O application=ssh:lonca")
     which.add_argument("--as-in", metavar="REPO", help="the key NAME has in that repository (e.g. your passkey, "
                                                       "so the console shows a repository you made with the CLI)")
     from lonca import key_commands  # here: it builds on this module's helpers
@@ -280,9 +281,10 @@ def cmd_enrol(args) -> int:
     with Client() as c:
         repo = pick_repo(c, name, args.repo)
         if args.public:
-            key = humansig.file_key_from_text(args.public)
+            key = humansig.file_key_from_text(args.public) or sshsig.key_from_openssh(args.public)
             if key is None:
-                raise Usage("--public is the line `lonca human key` prints: ed25519: and 64 hex digits")
+                raise Usage("--public is the line `lonca human key` prints (ed25519: and 64 hex digits), or a "
+                            "security key's .pub line (ssh-keygen -t ed25519-sk or ecdsa-sk -O application=ssh:lonca)")
         else:
             known = human_call(c, name, "status", repo=args.as_in)["humans"].get(args.name)
             if known is None:

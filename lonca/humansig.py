@@ -125,6 +125,13 @@ def verify(key: dict, message: bytes, sig_hex: str) -> bool:
         # every CLI call that signs with a file key (issue 17)
         from lonca import webauthn
         return alg in webauthn.KEY_ALGS and webauthn.verify(key, message, sig_hex)
+    if isinstance(alg, str) and alg.startswith("sk-"):
+        from lonca import sshsig  # imports humansig (an sk-ed25519 key is checked like a file key)
+        try:
+            sshsig.check(key, message, sig_hex)
+            return True
+        except sshsig.Refused:
+            return False
     try:
         sig = bytes.fromhex(sig_hex)
         if key.get("alg") == "ed25519":

@@ -6,7 +6,7 @@ import secrets
 import shutil
 from typing import Awaitable, Callable
 
-from lonca import humansig, webauthn
+from lonca import humansig, sshsig, webauthn
 from lonca.audit import RECOVERY_SIGNED
 from lonca.canonical import content_hash
 from lonca.protocol import LOGIN_TTL_DEFAULT_MS, LOGIN_TTL_MAX_MS, LoncaError
@@ -20,18 +20,20 @@ from .review_methods import decide_approve, decide_comment, decide_policy_update
 from .session_methods import decide_cap_revoke, decide_session_start
 from .store import NonceRow, PreparedRow, TokenRow
 
-KEY_ALGS = {"ed25519": 64, "webauthn-ed25519": None, "webauthn-es256": None}
+KEY_ALGS = {"ed25519": 64, "webauthn-ed25519": None, "webauthn-es256": None, **sshsig.PUBLIC_HEX_LEN}
 
 
 def check_key(key) -> dict:
     if not isinstance(key, dict) or key.get("alg") not in KEY_ALGS or not isinstance(key.get("public"), str):
-        raise LoncaError("invalid", 'a human key is {"alg": "ed25519", "public": lowercase hex}')
+        raise LoncaError("invalid", 'a human key is {"alg": "ed25519" (or sk-ed25519, sk-p256, webauthn-ed25519, webauthn-es256), "public": lowercase hex}')
     if not re.fullmatch(r"[0-9a-f]+", key["public"]) or (KEY_ALGS[key["alg"]] and len(key["public"]) != KEY_ALGS[key["alg"]]):
         raise LoncaError("invalid", "the human key's public part must be lowercase hex of the right length")
     if key["alg"] == "ed25519" and (why := humansig.ed25519_key_problem(bytes.fromhex(key["public"]))):
         raise LoncaError("invalid", why)
     if key["alg"] in webauthn.KEY_ALGS:
         webauthn.credential(key)  # refuses a WebAuthn key that could never verify (or of small order)
+    if key["alg"] in sshsig.KEY_TYPES and (why := sshsig.key_problem(key)):
+        raise LoncaError("invalid", why)
     return {"alg": key["alg"], "public": key["public"]}
 
 

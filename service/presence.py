@@ -4,7 +4,7 @@ back. The counts come from the log at replay (every signed entry) and from login
 runs; logins are not logged, so after a restart the floor is the last logged assertion's count."""
 from typing import TYPE_CHECKING
 
-from lonca import webauthn
+from lonca import sshsig, webauthn
 from lonca.protocol import LoncaError
 
 if TYPE_CHECKING:
@@ -13,6 +13,19 @@ if TYPE_CHECKING:
 
 def is_webauthn(key: dict | None) -> bool:
     return bool(key) and key.get("alg") in webauthn.KEY_ALGS
+
+
+def is_security_key(key: dict | None) -> bool:
+    return bool(key) and key.get("alg") in sshsig.KEY_TYPES
+
+
+def sign_count(key: dict | None, sig_hex: str) -> int | None:
+    """The authenticator's counter in a signature already verified, for a key that keeps one."""
+    if is_webauthn(key):
+        return webauthn.sign_count(sig_hex)
+    if is_security_key(key):
+        return sshsig.sign_count(sig_hex)
+    return None
 
 
 def proves_presence(key: dict) -> bool:
@@ -48,8 +61,9 @@ CLONED = "the authenticator's sign count went back"  # security.events tells it 
 
 def check_count(sign_counts: dict[str, int], key: dict, sig_hex: str, code: str) -> None:
     """A count at or below the last one means a cloned authenticator or a replay (WebAuthn §6.1.1);
-    an authenticator that keeps no count sends 0 every time and passes."""
-    count = webauthn.sign_count(sig_hex)
+    an authenticator that keeps no count sends 0 every time and passes. A security key's SSHSIG
+    counter (PROTOCOL.u2f) is held to the same rule."""
+    count = sign_count(key, sig_hex)
     last = sign_counts.get(key["public"])
     if count is None or last is None or (count == 0 and last == 0):
         return
@@ -59,7 +73,7 @@ def check_count(sign_counts: dict[str, int], key: dict, sig_hex: str, code: str)
 
 
 def record(sign_counts: dict[str, int], key: dict | None, sig_hex: str) -> None:
-    count = webauthn.sign_count(sig_hex) if is_webauthn(key) else None
+    count = sign_count(key, sig_hex)
     if count is not None:
         sign_counts[key["public"]] = max(count, sign_counts.get(key["public"], 0))
 

@@ -1,6 +1,6 @@
 """Checking a human signature when it arrives: shape, key, freshness, and a nonce never used
 before. Refusals carry the seed's reason code first in the message; nothing is logged."""
-from lonca import humansig
+from lonca import humansig, sshsig
 from lonca.protocol import LoncaError
 
 from . import presence
@@ -42,6 +42,11 @@ def check_op(state: State, repo: str, op: dict, sig: dict, key: dict | None, now
         rs = state.repo(repo)
         hardened = (rs.profile if rs else op.get("profile")) == "hardened"
         presence.check(key, message, sig["sig"], code, require_uv=hardened)
+    elif presence.is_security_key(key):
+        try:
+            sshsig.check(key, message, sig["sig"])
+        except sshsig.Refused as e:
+            raise refuse(code, "bad_human_signature", str(e)) from None
     elif not humansig.verify(key, message, sig["sig"]):
         raise refuse(code, "bad_human_signature", "the signature does not verify with the enrolled key over this operation")
     check_fresh(state, sig, now_ms, code)
