@@ -19,7 +19,7 @@ def register(sub) -> None:
     c = sub.add_parser("console", help="serve the review console (the worker must be running)")
     _console_args(c)
     c.set_defaults(run=cmd_console)
-    u = sub.add_parser("up", help="start the worker and the review console together (Ctrl-C stops both)")
+    u = sub.add_parser("up", help="start the worker and the review console together (Ctrl-C or SIGTERM stops both)")
     _console_args(u)
     u.add_argument("--demo", action="store_true",
                    help="also create a demo repository and run simulated agents; enrols every key registered "
