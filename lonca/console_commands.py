@@ -1,5 +1,6 @@
 """`lonca console` (the review console alone) and `lonca up` (the worker and the console together,
-stopped together on Ctrl-C; `--demo` adds a demo repository and simulated agents)."""
+stopped together on Ctrl-C or SIGTERM; `--demo` adds a demo repository and simulated agents)."""
+import errno
 import ipaddress
 import os
 import signal
@@ -18,7 +19,7 @@ def register(sub) -> None:
     c = sub.add_parser("console", help="serve the review console (the worker must be running)")
     _console_args(c)
     c.set_defaults(run=cmd_console)
-    u = sub.add_parser("up", help="start the worker and the review console together (Ctrl-C stops both)")
+    u = sub.add_parser("up", help="start the worker and the review console together (Ctrl-C or SIGTERM stops both)")
     _console_args(u)
     u.add_argument("--demo", action="store_true",
                    help="also create a demo repository and run simulated agents; enrols every key registered "
@@ -42,9 +43,36 @@ def _settings(make, args):
         raise Usage(str(e)) from None
 
 
-def _serve(app, args) -> None:
+def _listen(host: str, port: int) -> list[socket.socket]:
+    """The console's listening sockets, bound before anything is announced or started, so that a
+    busy port is a usage error said first (uvicorn would log it after `lonca up` gave its address)."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except OSError as e:
+        raise Usage(f"cannot resolve --host {host}: {e.strerror or e}") from None
+    bound: list[socket.socket] = []
+    try:
+        for family, kind, proto, _, address in dict.fromkeys((i[0], i[1], i[2], "", i[4]) for i in infos):
+            s = socket.socket(family, kind, proto)
+            bound.append(s)
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:  # "localhost" also names 127.0.0.1: one socket each
+                s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            s.bind(address)
+    except OSError as e:
+        for s in bound:
+            s.close()
+        if e.errno == errno.EADDRINUSE:
+            raise Usage(f"port {port} on {host} is already in use (another `lonca up` or console?); "
+                        "stop what holds it or choose another with --port") from None
+        raise Usage(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
+    return bound
+
+
+def _serve(app, args, sockets: list[socket.socket]) -> None:
     import uvicorn
-    uvicorn.run(app, host=args.host, port=args.port, log_level="warning", timeout_graceful_shutdown=2)
+    config = uvicorn.Config(app, host=args.host, port=args.port, log_level="warning", timeout_graceful_shutdown=2)
+    uvicorn.Server(config).run(sockets=sockets)
 
 
 def cmd_console(args) -> int:
@@ -52,8 +80,9 @@ def cmd_console(args) -> int:
     from lonca.console.app import create_app
 
     cfg = _settings(settings.make, args)
+    sockets = _listen(args.host, args.port)
     print(f"lonca console: {cfg.origin}/ (worker socket {cfg.socket})", flush=True)
-    _serve(create_app(cfg), args)
+    _serve(create_app(cfg), args, sockets)
     return OK
 
 
@@ -99,6 +128,15 @@ def cmd_up(args) -> int:
     if args.demo:
         _demo_interface(args)
     cfg = _settings(settings.make, args)
+    try:
+        sockets = _listen(args.host, args.port)
+    except Usage as e:
+        print(f"usage: {e}", file=sys.stderr)
+        return USAGE
+    # SIGTERM (a service manager, `kill`) ends `lonca up` as Ctrl-C does, so that the worker is
+    # stopped too: uvicorn re-raises the signal it caught after its shutdown, which by default would
+    # end this process on the spot and leave the worker running.
+    signal.signal(signal.SIGTERM, _interrupt)
     worker = subprocess.Popen([sys.executable, "-m", "lonca", "daemon"], env=os.environ.copy())
     stopping, died = threading.Event(), threading.Event()
     try:
@@ -111,15 +149,17 @@ def cmd_up(args) -> int:
             demo = Demo(app.state.enrolments)
             demo.start()
         print(f"lonca up: the console is at {cfg.origin}/  (Ctrl-C stops the console and the worker)", flush=True)
-        _serve(app, args)
+        _serve(app, args, sockets)
         if demo:
             demo.stop()
     except Usage as e:
         print(f"usage: {e}", file=sys.stderr)
         return USAGE
     except KeyboardInterrupt:
-        pass  # Ctrl-C, or the worker's end, before the console took over the signal
+        pass  # Ctrl-C, SIGTERM, or the worker's end
     finally:
+        for s in sockets:
+            s.close()
         stopping.set()
         if worker.poll() is None:
             worker.terminate()
@@ -129,10 +169,14 @@ def cmd_up(args) -> int:
             worker.kill()
             worker.wait()
     if died.is_set():
-        print(f"lonca up: the worker exited with code {worker.returncode} (its messages are above); "
-              "the console stopped with it", file=sys.stderr)
+        print(f"lonca up: the worker died (exit code {worker.returncode}; its messages are above, in this "
+              "output); the console stopped with it. Run `lonca up` again to restart both", file=sys.stderr)
         return REFUSED
     return OK
+
+
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
 
 
 def _stop_with(worker: subprocess.Popen, stopping: threading.Event, died: threading.Event) -> None:

@@ -1,7 +1,7 @@
 """WebAuthn credentials as human keys (DESIGN.md, "WebAuthn"), shared by the console (enrolment),
 the worker (checking an assertion when it arrives) and `lonca audit verify` (checking it again).
 
-A key of kind webauthn-ed25519 or webauthn-es256 keeps the seed's shape {"alg", "public": hex}:
+A key of kind webauthn-ed25519, webauthn-es256 or webauthn-rs256 keeps the seed's shape {"alg", "public": hex}:
 `public` is the hex of the canonical JSON {"cose": base64url COSE key, "credential_id": base64url,
 "rp_id", "origin"}. Everything an assertion is checked against is in the enrolled key, so the log
 alone verifies it, and keys still compare by (alg, public) everywhere. The challenge of an assertion is SHA-256 of the
@@ -20,7 +20,10 @@ from lonca.protocol import LoncaError
 
 # py_webauthn takes about 0.25 s to import: the functions that parse or verify import it, so
 # what only names the algorithms (the worker's start, replaying a log without WebAuthn keys) does not.
-KEY_ALGS = {"webauthn-ed25519": -8, "webauthn-es256": -7}  # COSE algorithm ids: EdDSA, ES256 (RFC 9053)
+# COSE algorithm ids: EdDSA, ES256 (RFC 9053), RS256 = RSASSA-PKCS1-v1_5 with SHA-256 (RFC 8812), which
+# Windows Hello and some older security keys offer alone
+KEY_ALGS = {"webauthn-ed25519": -8, "webauthn-es256": -7, "webauthn-rs256": -257}
+RSA_MIN_BITS = 2048  # what RFC 8812 requires of an RS256 key; shorter ones are refused at enrolment
 B64URL_RE = re.compile(r"^[A-Za-z0-9_-]*$")
 ORIGIN_RE = re.compile(r"^https?://[^/\s?#]+$")
 RP_ID_RE = re.compile(r"^[a-z0-9.-]{1,253}$")
@@ -144,7 +147,18 @@ def credential(key: dict) -> Credential:
         raise LoncaError("invalid", f"the COSE key is not a {key.get('alg')} key")
     if key["alg"] == "webauthn-ed25519" and (why := humansig.ed25519_key_problem(decoded.x)):
         raise LoncaError("invalid", why)
+    if key["alg"] == "webauthn-rs256" and (why := _rsa_key_problem(decoded.n, decoded.e)):
+        raise LoncaError("invalid", why)
     return cred
+
+
+def _rsa_key_problem(n: bytes, e: bytes) -> str | None:
+    modulus, exponent = int.from_bytes(n, "big"), int.from_bytes(e, "big")
+    if modulus.bit_length() < RSA_MIN_BITS:
+        return f"the RS256 key's modulus has {modulus.bit_length()} bits; at least {RSA_MIN_BITS} are needed"
+    if exponent < 3 or exponent % 2 == 0:
+        return "the RS256 key's public exponent must be odd and at least 3"
+    return None
 
 
 def key_from_registration(credential_json: str, expected_challenge: bytes, rp_id: str, origin: str,

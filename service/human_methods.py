@@ -20,7 +20,8 @@ from .review_methods import decide_approve, decide_comment, decide_policy_update
 from .session_methods import decide_cap_revoke, decide_session_start
 from .store import NonceRow, PreparedRow, TokenRow
 
-KEY_ALGS = {"ed25519": 64, "webauthn-ed25519": None, "webauthn-es256": None, **sshsig.PUBLIC_HEX_LEN}
+# the hex length of a key's public part where it is fixed (a WebAuthn key's varies)
+KEY_ALGS = {"ed25519": 64, **dict.fromkeys(webauthn.KEY_ALGS), **sshsig.PUBLIC_HEX_LEN}
 
 
 def check_key(key) -> dict:

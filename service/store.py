@@ -29,7 +29,7 @@ class TokenRow(SQLModel, table=True):
     session: str | None = Field(default=None, max_length=64)
     human: str | None = Field(default=None, max_length=64)
     key_alg: str | None = Field(default=None, max_length=32)
-    key_public: str | None = Field(default=None, max_length=512)
+    key_public: str | None = None  # unbounded: a WebAuthn key's public part holds its COSE key (RSA-2048: ~900 hex digits)
     expires_ms: int = Field(sa_type=BigInteger)
     ended: bool = False
 
@@ -66,7 +66,21 @@ def open_engine(url: str) -> Engine:
         # requests during an outage are answered instead of waiting on TCP
         engine = create_engine(url, pool_pre_ping=True, connect_args={"connect_timeout": 5})
     SQLModel.metadata.create_all(engine)
+    _widen_token_keys(engine)
     return engine
+
+
+def _widen_token_keys(engine: Engine) -> None:
+    """tokens.key_public was VARCHAR(512), too short for an RS256 passkey (or a long credential id):
+    a PostgreSQL database made then is widened once (SQLite never enforced the length)."""
+    if engine.dialect.name != "postgresql":
+        return
+    with engine.begin() as conn:
+        length = conn.exec_driver_sql(
+            "SELECT character_maximum_length FROM information_schema.columns WHERE table_schema = current_schema() "
+            "AND table_name = 'tokens' AND column_name = 'key_public'").scalar()
+        if length is not None:
+            conn.exec_driver_sql("ALTER TABLE tokens ALTER COLUMN key_public TYPE VARCHAR")
 
 
 def repos_in_log(engine: Engine) -> list[str]:

@@ -95,24 +95,68 @@ class RepoEnv:
 
 class Passkey:
     """A WebAuthn credential in software, for tests over the socket without a browser: a real
-    Ed25519 key whose assertions carry authenticator data with user presence (and verification)
-    set, signed over the challenge the worker expects (DESIGN.md, "WebAuthn"). The browser tests
-    use Chromium's virtual authenticator instead."""
+    Ed25519, P-256 (ES256) or RSA-2048 (RS256) key whose assertions carry authenticator data with
+    user presence (and verification) set, signed over the challenge the worker expects (DESIGN.md,
+    "WebAuthn"). The browser tests use Chromium's virtual authenticator instead."""
 
     RP_ID, ORIGIN = "localhost", "http://localhost:8765"
+    CREDENTIAL_ID = "c3dhbXA"
 
-    def __init__(self, name: str):
+    def __init__(self, name: str, alg: str = "webauthn-ed25519", rsa_bits: int = 2048):
         import cbor2
+        from cryptography.hazmat.primitives.asymmetric import ec, rsa
         from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
         from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
         from lonca import webauthn
-        self.name = name
-        self.private = Ed25519PrivateKey.generate()
-        x = self.private.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)
-        cose = cbor2.dumps({1: 1, 3: -8, -1: 6, -2: x})
-        self.public = webauthn.make_key("webauthn-ed25519", cose, "c3dhbXA", self.RP_ID, self.ORIGIN)
+        self.name, self.alg = name, alg
+        if alg == "webauthn-ed25519":
+            self.private = Ed25519PrivateKey.generate()
+            x = self.private.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)
+            cose = {1: 1, 3: -8, -1: 6, -2: x}
+        elif alg == "webauthn-es256":
+            self.private = ec.generate_private_key(ec.SECP256R1())
+            point = self.private.public_key().public_numbers()
+            cose = {1: 2, 3: -7, -1: 1, -2: point.x.to_bytes(32, "big"), -3: point.y.to_bytes(32, "big")}
+        else:
+            assert alg == "webauthn-rs256", alg
+            self.private = rsa.generate_private_key(public_exponent=65537, key_size=rsa_bits)
+            numbers = self.private.public_key().public_numbers()
+            cose = {1: 3, 3: -257, -1: numbers.n.to_bytes((numbers.n.bit_length() + 7) // 8, "big"),
+                    -2: numbers.e.to_bytes(3, "big")}
+        self.cose = cbor2.dumps(cose)
+        self.public = webauthn.make_key(alg, self.cose, self.CREDENTIAL_ID, self.RP_ID, self.ORIGIN)
         self.count = 0
+
+    def _sign(self, data: bytes) -> bytes:
+        from cryptography.hazmat.primitives import hashes
+        from cryptography.hazmat.primitives.asymmetric import ec, padding
+        if self.alg == "webauthn-es256":
+            return self.private.sign(data, ec.ECDSA(hashes.SHA256()))
+        if self.alg == "webauthn-rs256":
+            return self.private.sign(data, padding.PKCS1v15(), hashes.SHA256())
+        return self.private.sign(data)
+
+    def registration(self, challenge: bytes) -> str:
+        """The browser's `credential.toJSON()` for a registration of this credential with attestation
+        "none", as JSON text (what the console hands to webauthn.key_from_registration)."""
+        import base64
+        import hashlib
+        import json
+
+        import cbor2
+
+        def b64u(b: bytes) -> str:
+            return base64.urlsafe_b64encode(b).rstrip(b"=").decode()
+        cred_id = base64.urlsafe_b64decode(self.CREDENTIAL_ID + "=" * (-len(self.CREDENTIAL_ID) % 4))
+        auth_data = (hashlib.sha256(self.RP_ID.encode()).digest() + bytes([0x45]) + (0).to_bytes(4, "big")
+                     + bytes(16) + len(cred_id).to_bytes(2, "big") + cred_id + self.cose)  # UP, UV, AT
+        client = json.dumps({"type": "webauthn.create", "challenge": b64u(challenge), "origin": self.ORIGIN,
+                             "crossOrigin": False}).encode()
+        attestation = cbor2.dumps({"fmt": "none", "attStmt": {}, "authData": auth_data})
+        return json.dumps({"id": self.CREDENTIAL_ID, "rawId": self.CREDENTIAL_ID, "type": "public-key",
+                           "response": {"clientDataJSON": b64u(client), "attestationObject": b64u(attestation)},
+                           "clientExtensionResults": {}})
 
     def _sig(self, message: bytes, nonce: str, issued_ms: int) -> dict:
         import base64
@@ -127,7 +171,7 @@ class Passkey:
         auth_data = hashlib.sha256(self.RP_ID.encode()).digest() + bytes([0x05]) + self.count.to_bytes(4, "big")
         client = json.dumps({"type": "webauthn.get", "challenge": b64u(webauthn.challenge(message)),
                              "origin": self.ORIGIN, "crossOrigin": False}).encode()
-        signature = self.private.sign(auth_data + hashlib.sha256(client).digest())
+        signature = self._sign(auth_data + hashlib.sha256(client).digest())
         return {"human": self.name, "nonce": nonce, "issued_ms": issued_ms,
                 "sig": webauthn.encode_sig(b64u(auth_data), b64u(client), b64u(signature))}
 

@@ -88,8 +88,15 @@ def test_sigkill_takes_the_check_along_and_the_next_start_reaps_its_group(repo_e
     assert _wait(lambda: not _procs(marker), 5)
 
 
-def test_lonca_up_ends_when_its_worker_dies(tmp_path):
-    """A worker that dies under `lonca up` stops the console too, and `lonca up` exits non-zero."""
+def _free_port() -> int:
+    import socket as sock
+    with sock.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _start_up(tmp_path):
+    """`lonca up` on a free port, returned once its worker answers and its console accepts."""
     import socket as sock
     import subprocess
     import sys
@@ -97,9 +104,7 @@ def test_lonca_up_ends_when_its_worker_dies(tmp_path):
     from conftest import Worker
     from lonca.client import wait_until_answering
     w = Worker(tmp_path, None)
-    with sock.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = _free_port()
     up = subprocess.Popen([sys.executable, "-m", "lonca", "up", "--port", str(port)], env=w.env, cwd=tmp_path,
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
@@ -114,10 +119,74 @@ def test_lonca_up_ends_when_its_worker_dies(tmp_path):
                 time.sleep(0.1)
         children = Path(f"/proc/{up.pid}/task/{up.pid}/children").read_text().split()
         assert len(children) == 1
-        os.kill(int(children[0]), signal.SIGKILL)
+        return w, up, int(children[0])
+    except BaseException:
+        up.kill()
+        up.wait()
+        raise
+
+
+def _alive(pid: int) -> bool:
+    """Whether `pid` is a process that has not ended (a zombie has ended)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_lonca_up_ends_when_its_worker_dies(tmp_path):
+    """A worker that dies under `lonca up` stops the console too, and `lonca up` exits non-zero
+    saying so and where the worker's messages are."""
+    _, up, worker = _start_up(tmp_path)
+    try:
+        os.kill(worker, signal.SIGKILL)
         out, _ = up.communicate(timeout=2 * STOP_S)
-        assert up.returncode not in (0, None) and "the worker exited" in out, out
+        assert up.returncode not in (0, None), out
+        assert "the worker died (exit code -9; its messages are above, in this output)" in out, out
     finally:
         if up.poll() is None:
             up.kill()
             up.wait()
+
+
+def test_sigterm_of_lonca_up_stops_its_worker(tmp_path):
+    """SIGTERM (a service manager's stop) ends `lonca up` within the graceful bound and takes its
+    worker along: no worker process is left and the worker's socket no longer answers."""
+    from lonca.client import Client, Unreachable
+    w, up, worker = _start_up(tmp_path)
+    try:
+        up.send_signal(signal.SIGTERM)
+        out, _ = up.communicate(timeout=2 * STOP_S)
+        assert up.returncode == 0, out
+        assert _wait(lambda: not _alive(worker), 1), f"the worker {worker} outlived `lonca up`: {out}"
+        with pytest.raises((Unreachable, OSError)):
+            with Client(w.socket, timeout=1) as c:
+                c.call("ping")
+    finally:
+        if up.poll() is None:
+            up.kill()
+            up.wait()
+        if _alive(worker):
+            os.kill(worker, signal.SIGKILL)
+
+
+def test_lonca_up_on_a_busy_port_says_so_before_anything_starts(tmp_path):
+    """A port already listened on is refused with a usage error naming it, before the console's
+    address is announced and before a worker starts."""
+    import socket as sock
+    import subprocess
+    import sys
+
+    from conftest import Worker
+    from lonca.output import USAGE
+    w = Worker(tmp_path, None)
+    with sock.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        res = subprocess.run([sys.executable, "-m", "lonca", "up", "--port", str(port)], env=w.env, cwd=tmp_path,
+                             capture_output=True, text=True, timeout=60)
+    assert res.returncode == USAGE, res
+    assert f"port {port} on localhost is already in use" in res.stderr and "--port" in res.stderr, res.stderr
+    assert "the console is at" not in res.stdout, res.stdout
+    assert not w.socket.exists(), "a worker started although the console could not listen"

@@ -21,6 +21,17 @@ RUN = """async () => {
   return r.violations.filter((v) => ["serious", "critical"].includes(v.impact))
     .map((v) => `${v.id} (${v.impact}): ${v.help} at ${v.nodes.slice(0, 3).map((n) => n.target.join(" ")).join(", ")}`);
 }"""
+# Tables with rows whose column headers are not all shown (each th's box empty, hidden, or outside
+# its table's box), and whether the page itself scrolls sideways; [] and false on a good page.
+HEADERS = """() => {
+  const shown = (el) => { const r = el.getBoundingClientRect(), s = getComputedStyle(el);
+    return r.width > 0 && r.height > 0 && s.visibility !== "hidden" && s.display !== "none"; };
+  const tables = [...document.querySelectorAll("table.list")].filter((t) => t.querySelector("tbody td"));
+  const bad = tables.filter((t) => { const ths = [...t.querySelectorAll("thead th")], box = t.getBoundingClientRect();
+    return !ths.length || !ths.every((th) => shown(th) && th.getBoundingClientRect().top >= box.top - 1); });
+  return {tables: tables.length, bad: bad.map((t) => t.className),
+          page_scrolls: document.documentElement.scrollWidth > document.documentElement.clientWidth};
+}"""
 
 
 @pytest.fixture(scope="module")
@@ -63,12 +74,18 @@ def test_no_serious_violation_on_any_page(stack, new_page, tmp_path, axe_source)
     expect(page.locator("#part-comments li[data-comment]")).to_have_count(1)
     pages = ["/repos", "/keys", "/security", "/r/demo/review", change, change + "?view=split", change + "/compare?from=1&to=2",
              "/r/demo/queue", "/r/demo/sessions", "/r/demo/log"]
+    tables = 0
     for path in pages:
         for vp in VIEWPORTS:
             page.set_viewport_size(vp)
             page.goto(console.url + path)
             out.setdefault(path, []).extend(f"{vp['width']}: {v}" for v in violations(page, axe_source))
+            headers = page.evaluate(HEADERS)  # a phone keeps every table's header row (issue 12)
+            tables += headers["tables"]
+            out[path] += [f"{vp['width']}: no header shown on table.{c}" for c in headers["bad"]]
+            out[path] += [f"{vp['width']}: the page scrolls sideways"] if headers["page_scrolls"] else []
     assert {p: v for p, v in out.items() if v} == {}
+    assert tables >= 8  # review, sessions, queue and log tables had rows at both sizes
     # the check can fail: a picture without a text alternative is critical
     page.evaluate("() => document.querySelector('main').append(document.createElement('img'))")
     assert any(v.startswith("image-alt (critical)") for v in violations(page, axe_source))

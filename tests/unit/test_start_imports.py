@@ -17,4 +17,5 @@ def test_the_algorithm_ids_are_py_webauthns():
 
     from lonca import webauthn
     assert webauthn.KEY_ALGS == {"webauthn-ed25519": COSEAlgorithmIdentifier.EDDSA,
-                                 "webauthn-es256": COSEAlgorithmIdentifier.ECDSA_SHA_256}
+                                 "webauthn-es256": COSEAlgorithmIdentifier.ECDSA_SHA_256,
+                                 "webauthn-rs256": COSEAlgorithmIdentifier.RSASSA_PKCS1_v1_5_SHA_256}
