@@ -7,7 +7,6 @@ import getpass
 import json
 import os
 import secrets
-import stat
 import time
 from pathlib import Path
 
@@ -15,30 +14,11 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from lonca import humansig, paths
+from lonca.private_files import private_file_ok, write_private
 
 
 def default_human() -> str:
     return os.environ.get("LONCA_HUMAN") or getpass.getuser()
-
-
-def write_private(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    tmp = path.with_name(path.name + f".{secrets.token_hex(4)}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
-def private_file_ok(path: Path) -> bool:
-    try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        return False
-    return (stat.S_ISREG(st.st_mode) and st.st_uid == os.getuid()
-            and not st.st_mode & (stat.S_IRWXG | stat.S_IRWXO))
 
 
 class HumanKey:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 
 from lonca.client import Client
-from lonca.humankeys import private_file_ok, write_private
+from lonca.private_files import private_file_ok, write_private
 from lonca.output import Usage
 from lonca.protocol import claim_from_facts
 

@@ -6,7 +6,7 @@ from pathlib import Path
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from lonca.humankeys import write_private
+from lonca.private_files import write_private
 from lonca.protocol import LoncaError
 
 
