@@ -179,12 +179,22 @@ def _interrupt(signum, frame) -> None:
     raise KeyboardInterrupt
 
 
+STOP_GRACE_S = 5.0  # how long a worker's clean exit waits for `lonca up`'s own stop signal
+
+
 def _stop_with(worker: subprocess.Popen, stopping: threading.Event, died: threading.Event) -> None:
     """When the worker ends by itself (a fatal failure, a kill), the console stops too, as if by
     Ctrl-C, and `lonca up` exits non-zero so that whatever runs it sees the failure."""
     def watch():
         worker.wait()
-        if not stopping.is_set():
+        if stopping.is_set():
+            return
+        if worker.returncode == 0:
+            # a clean stop: a service manager (or `timeout`) signals the whole process group, and
+            # the worker can end before `lonca up` has taken its own signal; wait for that one
+            if stopping.wait(STOP_GRACE_S):
+                return
+        else:
             died.set()
-            os.kill(os.getpid(), signal.SIGINT)
+        os.kill(os.getpid(), signal.SIGINT)
     threading.Thread(target=watch, daemon=True, name="lonca up: worker watch").start()

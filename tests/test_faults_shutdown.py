@@ -106,7 +106,7 @@ def _start_up(tmp_path):
     w = Worker(tmp_path, None)
     port = _free_port()
     up = subprocess.Popen([sys.executable, "-m", "lonca", "up", "--port", str(port)], env=w.env, cwd=tmp_path,
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     try:
         assert wait_until_answering(up, w.socket, 30) is None
         deadline = time.monotonic() + 30
@@ -162,6 +162,25 @@ def test_sigterm_of_lonca_up_stops_its_worker(tmp_path):
         with pytest.raises((Unreachable, OSError)):
             with Client(w.socket, timeout=1) as c:
                 c.call("ping")
+    finally:
+        if up.poll() is None:
+            up.kill()
+            up.wait()
+        if _alive(worker):
+            os.kill(worker, signal.SIGKILL)
+
+
+def test_sigterm_to_the_whole_group_is_a_clean_stop(tmp_path):
+    """A service manager (or `timeout`) signals `lonca up` and its worker at once: the worker may
+    end before `lonca up` took its own signal, and that is a stop, not a death (it said "the
+    worker died (exit code 0)" and exited 1, after a traceback)."""
+    _, up, worker = _start_up(tmp_path)
+    try:
+        os.killpg(up.pid, signal.SIGTERM)
+        out, _ = up.communicate(timeout=2 * STOP_S)
+        assert up.returncode == 0, out
+        assert "worker died" not in out and "Traceback" not in out, out
+        assert _wait(lambda: not _alive(worker), 1), f"the worker {worker} outlived `lonca up`: {out}"
     finally:
         if up.poll() is None:
             up.kill()
