@@ -1,6 +1,7 @@
 """Stopping the worker while a check runs (issue 16, "Shutdown"): SIGTERM stops it within seconds
 and kills the check's group; SIGKILL takes the check's first process along (its death signal) and
 the next start kills what was left in its group. Processes are read from /proc."""
+import contextlib
 import os
 import secrets
 import signal
@@ -126,6 +127,20 @@ def _start_up(tmp_path):
         raise
 
 
+@contextlib.contextmanager
+def _lonca_up(tmp_path):
+    """_start_up's (worker, `lonca up`, worker pid); whatever the test did, neither outlives it."""
+    w, up, worker = _start_up(tmp_path)
+    try:
+        yield w, up, worker
+    finally:
+        if up.poll() is None:
+            up.kill()
+            up.wait()
+        if _alive(worker):
+            os.kill(worker, signal.SIGKILL)
+
+
 def _alive(pid: int) -> bool:
     """Whether `pid` is a process that has not ended (a zombie has ended)."""
     try:
@@ -137,24 +152,18 @@ def _alive(pid: int) -> bool:
 def test_lonca_up_ends_when_its_worker_dies(tmp_path):
     """A worker that dies under `lonca up` stops the console too, and `lonca up` exits non-zero
     saying so and where the worker's messages are."""
-    _, up, worker = _start_up(tmp_path)
-    try:
+    with _lonca_up(tmp_path) as (_, up, worker):
         os.kill(worker, signal.SIGKILL)
         out, _ = up.communicate(timeout=2 * STOP_S)
         assert up.returncode not in (0, None), out
         assert "the worker died (exit code -9; its messages are above, in this output)" in out, out
-    finally:
-        if up.poll() is None:
-            up.kill()
-            up.wait()
 
 
 def test_sigterm_of_lonca_up_stops_its_worker(tmp_path):
     """SIGTERM (a service manager's stop) ends `lonca up` within the graceful bound and takes its
     worker along: no worker process is left and the worker's socket no longer answers."""
     from lonca.client import Client, Unreachable
-    w, up, worker = _start_up(tmp_path)
-    try:
+    with _lonca_up(tmp_path) as (w, up, worker):
         up.send_signal(signal.SIGTERM)
         out, _ = up.communicate(timeout=2 * STOP_S)
         assert up.returncode == 0, out
@@ -162,31 +171,18 @@ def test_sigterm_of_lonca_up_stops_its_worker(tmp_path):
         with pytest.raises((Unreachable, OSError)):
             with Client(w.socket, timeout=1) as c:
                 c.call("ping")
-    finally:
-        if up.poll() is None:
-            up.kill()
-            up.wait()
-        if _alive(worker):
-            os.kill(worker, signal.SIGKILL)
 
 
 def test_sigterm_to_the_whole_group_is_a_clean_stop(tmp_path):
     """A service manager (or `timeout`) signals `lonca up` and its worker at once: the worker may
     end before `lonca up` took its own signal, and that is a stop, not a death (it said "the
     worker died (exit code 0)" and exited 1, after a traceback)."""
-    _, up, worker = _start_up(tmp_path)
-    try:
+    with _lonca_up(tmp_path) as (_, up, worker):
         os.killpg(up.pid, signal.SIGTERM)
         out, _ = up.communicate(timeout=2 * STOP_S)
         assert up.returncode == 0, out
         assert "worker died" not in out and "Traceback" not in out, out
         assert _wait(lambda: not _alive(worker), 1), f"the worker {worker} outlived `lonca up`: {out}"
-    finally:
-        if up.poll() is None:
-            up.kill()
-            up.wait()
-        if _alive(worker):
-            os.kill(worker, signal.SIGKILL)
 
 
 def test_lonca_up_on_a_busy_port_says_so_before_anything_starts(tmp_path):
