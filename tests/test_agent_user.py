@@ -72,7 +72,9 @@ def test_an_agent_user_reaches_the_socket_but_not_the_key(make_worker, shared_di
     assert read.returncode != 0 and "PermissionError" in read.stderr
     w.stop()
 
-    bad = make_worker({"LONCA_SOCKET": str(sock), "LONCA_SOCKET_GROUP": "no-such-group-here"}, start=False)
+    # a socket of its own: on the one above, the stopping worker could still answer its ping
+    bad = make_worker({"LONCA_SOCKET": str(shared_dir / "bad.sock"), "LONCA_SOCKET_GROUP": "no-such-group-here"},
+                      start=False)
     with pytest.raises(RuntimeError) as e:
         bad.start()
     assert "LONCA_SOCKET_GROUP" in str(e.value)
