@@ -6,10 +6,8 @@ start --harness claude-code` prepared, driven offline by a scripted Messages API
 The CLI is installed by `make harness-deps` into .harness/ (pinned); without it the tests skip,
 except in CI (CI=true), where a missing CLI fails them."""
 import json
-import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -19,6 +17,7 @@ from model_server import ModelServer, text, tool_use  # noqa: E402
 
 from conftest import ROOT  # noqa: E402
 from helpers import acquire  # noqa: E402
+from harness_runs import require_cli, run, session_of, start, wait_status  # noqa: E402
 
 
 def claude_binary() -> Path | None:
@@ -33,29 +32,13 @@ CLAUDE = claude_binary()
 
 @pytest.fixture(autouse=True)
 def installed():
-    """A missing CLI skips these tests, and fails them in CI (CI=true)."""
-    if CLAUDE is None:
-        why = "Claude Code is not installed in .harness/: run `make harness-deps`"
-        pytest.fail(why) if os.environ.get("CI") == "true" else pytest.skip(why)
+    require_cli(CLAUDE is not None, "Claude Code")
 
 
 @pytest.fixture
 def database_url():
     """SQLite only: the harness, not the store, is what these tests exercise (and they are slow)."""
     return None
-
-
-def run(w, *args: str, cwd: Path | None = None) -> dict:
-    res = w.cli(*args, "--json", cwd=cwd)
-    assert res.returncode == 0, res.stderr
-    return json.loads(res.stdout)
-
-
-def start(env, tmp_path: Path, name: str, *extra: str) -> Path:
-    ws = tmp_path / name
-    out = run(env.w, "session", "start", "--repo", "demo", "--agent", name, "--dir", str(ws), "--harness", "claude-code", *extra)
-    assert out["workspace"] == str(ws)
-    return ws
 
 
 def claude(env, ws: Path, script: list[dict], tmp_path: Path) -> tuple[dict, ModelServer]:
@@ -72,28 +55,11 @@ def claude(env, ws: Path, script: list[dict], tmp_path: Path) -> tuple[dict, Mod
     return json.loads(res.stdout), model
 
 
-def session_of(env, sid: str) -> dict:
-    return next(s for s in env.status()["sessions"] if s["id"] == sid)
-
-
-def sid_of(ws: Path) -> str:
-    return json.loads((ws / ".lonca" / "workspace.json").read_text())["session"]
-
-
-def wait_status(env, change: str, want: str) -> dict:
-    for _ in range(100):
-        ch = next(c for c in env.status()["changes"] if c["change"] == change)
-        if ch["status"]["status"] == want:
-            return ch
-        time.sleep(0.1)
-    raise AssertionError(f"{change} is {ch['status']}, not {want}")
-
-
 EDIT = {"old_string": "return amount * 2", "new_string": "return amount * 3"}
 
 
 def test_leased_edit_runs_and_propose_through_mcp_integrates(repo_env, tmp_path):
-    ws = start(repo_env, tmp_path, "ada")
+    ws = start(repo_env, tmp_path, "ada", "claude-code")
     run(repo_env.w, "lease", "acquire", "app.py#charge", "--intent", "triple the charge", cwd=ws)
     result, model = claude(repo_env, ws, [
         tool_use("Edit", {"file_path": str(ws / "app.py"), **EDIT}),
@@ -108,7 +74,7 @@ def test_leased_edit_runs_and_propose_through_mcp_integrates(repo_env, tmp_path)
     assert proposed["status"] == "queued", proposed
     ch = wait_status(repo_env, proposed["change"], "integrated")
     assert ch["provenance"] == "clean"
-    sess = session_of(repo_env, sid_of(ws))
+    sess = session_of(repo_env, ws)
     assert sess["level"] == "hooks" and sess["bound_ms"] and sess["unhooked"] is None and sess["taint"] is None
     assert sess["last_hook_ms"]
     # setup's files are never local changes: the edit is the only one
@@ -119,7 +85,7 @@ def test_leased_edit_runs_and_propose_through_mcp_integrates(repo_env, tmp_path)
 def test_edit_of_a_symbol_another_session_holds_is_denied_at_the_tool_call(repo_env, tmp_path):
     bob = repo_env.agent("bob")
     acquire(repo_env.client, bob["token"], "app.py#charge", intent="rewrite the pricing")
-    ws = start(repo_env, tmp_path, "ada")
+    ws = start(repo_env, tmp_path, "ada", "claude-code")
     before = (ws / "app.py").read_text()
     result, model = claude(repo_env, ws, [tool_use("Edit", {"file_path": str(ws / "app.py"), **EDIT}), text("ok")], tmp_path)
     assert (ws / "app.py").read_text() == before
@@ -136,7 +102,7 @@ def test_edit_of_a_symbol_another_session_holds_is_denied_at_the_tool_call(repo_
 
 
 def test_stop_with_an_unproposed_change_is_sent_back_once(repo_env, tmp_path):
-    ws = start(repo_env, tmp_path, "ada")
+    ws = start(repo_env, tmp_path, "ada", "claude-code")
     run(repo_env.w, "lease", "acquire", "app.py#charge", "--intent", "triple the charge", cwd=ws)
     result, model = claude(repo_env, ws, [
         tool_use("Edit", {"file_path": str(ws / "app.py"), **EDIT}),
@@ -147,12 +113,12 @@ def test_stop_with_an_unproposed_change_is_sent_back_once(repo_env, tmp_path):
     sent_back = [t for t in model.user_texts() if "no proposal carries" in t]
     assert len(sent_back) == 1 and "app.py" in sent_back[0], model.user_texts()
     assert len(model.turns) == 3
-    sess = session_of(repo_env, sid_of(ws))
+    sess = session_of(repo_env, ws)
     assert sess["unproposed"]["paths"] == ["app.py"] and sess["unproposed"]["rounds"] == 2
 
 
 def test_hooks_removed_session_is_unhooked_and_its_proposal_escalates(repo_env, tmp_path):
-    ws = start(repo_env, tmp_path, "ada")
+    ws = start(repo_env, tmp_path, "ada", "claude-code")
     run(repo_env.w, "lease", "acquire", "app.py#charge", "--intent", "triple the charge", cwd=ws)
     settings = ws / ".claude" / "settings.json"
     kept = json.loads(settings.read_text())
@@ -167,7 +133,7 @@ def test_hooks_removed_session_is_unhooked_and_its_proposal_escalates(repo_env, 
     proposed = json.loads(model.tool_results()[1]["content"][0]["text"])
     assert proposed["status"] == "pending"
     assert "unhooked_session" in proposed["decision"]["reasons"]
-    sess = session_of(repo_env, sid_of(ws))
+    sess = session_of(repo_env, ws)
     assert sess["unhooked"]["tool"] == "propose" and sess["taint"] == "unhooked_session"
     assert sess["level"] == "unobserved" and sess["bound_ms"] is None
     ch = next(c for c in repo_env.status()["changes"] if c["change"] == proposed["change"])

@@ -10,10 +10,8 @@ the newer models' tools sit behind a JavaScript `exec` tool), served by a custom
 loopback. Installed by `make harness-deps` into .harness/ (pinned); missing, the tests skip,
 except in CI (CI=true), where that is a failure."""
 import json
-import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -23,6 +21,7 @@ from model_server import ModelServer, text, tool_use  # noqa: E402
 
 from conftest import ROOT  # noqa: E402
 from helpers import acquire  # noqa: E402
+from harness_runs import require_cli, run, session_of, start, wait_status  # noqa: E402
 
 CODEX = ROOT / ".harness" / "node_modules" / ".bin" / "codex"
 PATCH = ("*** Begin Patch\n*** Update File: app.py\n@@ def charge(amount):\n-    return amount * 2\n"
@@ -31,28 +30,13 @@ PATCH = ("*** Begin Patch\n*** Update File: app.py\n@@ def charge(amount):\n-   
 
 @pytest.fixture(autouse=True)
 def installed():
-    """A missing CLI skips these tests, and fails them in CI (CI=true)."""
-    if not CODEX.exists():
-        why = "Codex is not installed in .harness/: run `make harness-deps`"
-        pytest.fail(why) if os.environ.get("CI") == "true" else pytest.skip(why)
+    require_cli(CODEX.exists(), "Codex")
 
 
 @pytest.fixture
 def database_url():
     """SQLite only: the harness, not the store, is what these tests exercise (and they are slow)."""
     return None
-
-
-def run(w, *args: str, cwd: Path | None = None) -> dict:
-    res = w.cli(*args, "--json", cwd=cwd)
-    assert res.returncode == 0, res.stderr
-    return json.loads(res.stdout)
-
-
-def start(env, tmp_path: Path, name: str) -> Path:
-    ws = tmp_path / name
-    run(env.w, "session", "start", "--repo", "demo", "--agent", name, "--dir", str(ws), "--harness", "codex")
-    return ws
 
 
 def codex(env, ws: Path, script: list[dict], tmp_path: Path) -> tuple[subprocess.CompletedProcess, ModelServer]:
@@ -84,20 +68,6 @@ def catalog(home: Path, cenv: dict) -> Path:
     return path
 
 
-def session_of(env, ws: Path) -> dict:
-    sid = json.loads((ws / ".lonca" / "workspace.json").read_text())["session"]
-    return next(s for s in env.status()["sessions"] if s["id"] == sid)
-
-
-def wait_status(env, change: str, want: str) -> dict:
-    for _ in range(100):
-        ch = next(c for c in env.status()["changes"] if c["change"] == change)
-        if ch["status"]["status"] == want:
-            return ch
-        time.sleep(0.1)
-    raise AssertionError(f"{change} is {ch['status']}, not {want}")
-
-
 def outputs(model: ModelServer) -> list[str]:
     """The text of each tool output Codex sent back, in order."""
     out = []
@@ -113,7 +83,7 @@ def proposed(text: str) -> dict:
 
 
 def test_leased_patch_runs_and_propose_through_mcp_integrates(repo_env, tmp_path):
-    ws = start(repo_env, tmp_path, "ada")
+    ws = start(repo_env, tmp_path, "ada", "codex")
     run(repo_env.w, "lease", "acquire", "app.py#charge", "--intent", "triple the charge", cwd=ws)
     _, model = codex(repo_env, ws, [
         tool_use("apply_patch", PATCH),
@@ -139,7 +109,7 @@ def test_leased_patch_runs_and_propose_through_mcp_integrates(repo_env, tmp_path
 def test_patch_of_a_symbol_another_session_holds_is_denied_at_the_tool_call(repo_env, tmp_path):
     bob = repo_env.agent("bob")
     acquire(repo_env.client, bob["token"], "app.py#charge", intent="rewrite the pricing")
-    ws = start(repo_env, tmp_path, "ada")
+    ws = start(repo_env, tmp_path, "ada", "codex")
     before = (ws / "app.py").read_text()
     # the patch as its tool, then as the shell heredoc Codex also applies
     heredoc = f"cd {ws} && apply_patch <<'EOF'\n{PATCH}EOF\n"
@@ -157,7 +127,7 @@ def test_patch_of_a_symbol_another_session_holds_is_denied_at_the_tool_call(repo
 
 
 def test_stop_with_an_unproposed_change_is_sent_back_once(repo_env, tmp_path):
-    ws = start(repo_env, tmp_path, "ada")
+    ws = start(repo_env, tmp_path, "ada", "codex")
     run(repo_env.w, "lease", "acquire", "app.py#charge", "--intent", "triple the charge", cwd=ws)
     _, model = codex(repo_env, ws, [
         tool_use("apply_patch", PATCH),
@@ -172,7 +142,7 @@ def test_stop_with_an_unproposed_change_is_sent_back_once(repo_env, tmp_path):
 
 
 def test_hooks_removed_session_is_unhooked_and_its_proposal_escalates(repo_env, tmp_path):
-    ws = start(repo_env, tmp_path, "ada")
+    ws = start(repo_env, tmp_path, "ada", "codex")
     run(repo_env.w, "lease", "acquire", "app.py#charge", "--intent", "triple the charge", cwd=ws)
     (ws / ".codex" / "hooks.json").unlink()
     _, model = codex(repo_env, ws, [

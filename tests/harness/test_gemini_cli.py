@@ -6,7 +6,6 @@ Installed by `make harness-deps` into .harness/ (pinned); missing, the tests ski
 (CI=true), where that is a failure. Gemini CLI reads a workspace's settings only in a trusted
 folder: the test trusts it in the CLI's home, as a runner does."""
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -18,16 +17,15 @@ from model_server import ModelServer, text, tool_use  # noqa: E402
 
 from conftest import ROOT  # noqa: E402
 from helpers import acquire  # noqa: E402
+from harness_runs import require_cli, session_of, start  # noqa: E402
 
 GEMINI = ROOT / ".harness" / "node_modules" / ".bin" / "gemini"
 
 
 @pytest.fixture(autouse=True)
 def installed():
-    """A missing CLI skips these tests, and fails them in CI (CI=true)."""
-    if not GEMINI.exists():
-        why = "Gemini CLI is not installed in .harness/: run `make harness-deps`"
-        pytest.fail(why) if os.environ.get("CI") == "true" else pytest.skip(why)
+    require_cli(GEMINI.exists(), "Gemini CLI")
+
 
 EDIT = {"old_string": "return amount * 2", "new_string": "return amount * 3", "instruction": "triple it"}
 
@@ -36,13 +34,6 @@ EDIT = {"old_string": "return amount * 2", "new_string": "return amount * 3", "i
 def database_url():
     """SQLite only: the harness, not the store, is what these tests exercise."""
     return None
-
-
-def start(env, tmp_path: Path, name: str) -> Path:
-    ws = tmp_path / name
-    res = env.w.cli("session", "start", "--repo", "demo", "--agent", name, "--dir", str(ws), "--harness", "gemini", "--json")
-    assert res.returncode == 0, res.stderr
-    return ws
 
 
 def gemini(env, ws: Path, script: list[dict], tmp_path: Path) -> tuple[dict, ModelServer]:
@@ -58,15 +49,10 @@ def gemini(env, ws: Path, script: list[dict], tmp_path: Path) -> tuple[dict, Mod
     return json.loads(res.stdout), model
 
 
-def session_of(env, ws: Path) -> dict:
-    sid = json.loads((ws / ".lonca" / "workspace.json").read_text())["session"]
-    return next(s for s in env.status()["sessions"] if s["id"] == sid)
-
-
 def test_gemini_edit_of_a_held_symbol_is_denied_and_a_leased_one_runs_and_is_proposed(repo_env, tmp_path):
     bob = repo_env.agent("bob")
     acquire(repo_env.client, bob["token"], "lib/util.py#helper", intent="rework the helper")
-    ws = start(repo_env, tmp_path, "ada")
+    ws = start(repo_env, tmp_path, "ada", "gemini")
     assert repo_env.w.cli("lease", "acquire", "app.py#charge", "--intent", "triple it", cwd=ws).returncode == 0
     helper = (ws / "lib" / "util.py").read_text()
     result, model = gemini(repo_env, ws, [
