@@ -27,6 +27,11 @@ def register(h) -> None:
     rv = command(h, "revoke", "cut a human's key off a repository; every session of that key ends", cmd_revoke, repo=True)
     rv.add_argument("name", help="the human name to revoke (yours included)")
     rv.add_argument("--reason", required=True, help="why, for the log")
+    rd = command(h, "recover-daemon-key", "adopt a restored repository whose log is on another daemon's key (foreign) "
+                                          "with this daemon's key: one signed daemon.recover", cmd_recover_daemon_key,
+                 repo=True)
+    rd.add_argument("--recovery-key", metavar="FILE", help="sign with your recovery key, with no session (your key was "
+                                                           "lost with the old machine): your name also moves to a new file key")
     command(h, "rotate-daemon-key", "move each of your repositories to the daemon's next key "
                                     "(daemon.prepare_rotate, then a signed daemon.rotate each)", cmd_rotate_daemon_key, human=True)
     rs = command(h, "revoke-session", "end an agent's session and every capability made from it (cap.revoke)",
@@ -102,24 +107,36 @@ def cmd_recovery_key(args) -> int:
     return OK
 
 
-def cmd_recover(args) -> int:
-    name = human_name(args)
-    path = Path(args.recovery_key) if args.recovery_key else humankeys.recovery_key_path(name)
+def _recovery_key(name: str, given: str | None) -> humankeys.HumanKey:
+    path = Path(given) if given else humankeys.recovery_key_path(name)
     recovery = humankeys.load_key(name, path)
     if recovery is None:
         raise Usage(f"no usable recovery key at {path} (a private regular file of yours, 0600, "
                     "as `lonca human recovery-key` wrote it)")
+    return recovery
+
+
+def _submit_recovery(c: Client, recovery: humankeys.HumanKey, repo: str, op: dict, staged: Path) -> dict:
+    """`op` signed by the recovery key, with no token (its signature is the credential); the
+    new key file takes the old one's place only once the worker took it."""
+    try:
+        res = c.call("human.submit", {"op": op, "sig": recovery.sign_op(repo, op)}, repo=repo)
+    except LoncaError:
+        staged.unlink()
+        raise
+    _adopt(recovery.name, staged)
+    return res
+
+
+def cmd_recover(args) -> int:
+    name = human_name(args)
+    recovery = _recovery_key(name, args.recovery_key)
     if not args.repo:
         raise Usage("name the repository to recover your name in with --repo")
     new, staged = _new_key_file(name)
     op = {"op": "human.recover", "human": name, "key": new.public}
     with Client() as c:
-        try:  # no token: the recovery key's signature is the credential
-            res = c.call("human.submit", {"op": op, "sig": recovery.sign_op(args.repo, op)}, repo=args.repo)
-        except LoncaError:
-            staged.unlink()
-            raise
-    _adopt(name, staged)
+        res = _submit_recovery(c, recovery, args.repo, op, staged)
     out = {"repo": args.repo, "human": name, **new.public, "fingerprint": humansig.fingerprint(new.public),
            "seq": res["seq"], "sessions_ended": res["sessions_ended"]}
     if args.json:
@@ -142,6 +159,33 @@ def cmd_revoke(args) -> int:
     else:
         print(f"{paint('allow', '32')}  {repo}: {args.name} revoked (seq {res['seq']}); "
               f"{res['sessions_ended']} sessions of that key ended")
+    return OK
+
+
+def cmd_recover_daemon_key(args) -> int:
+    name = human_name(args)
+    if not args.repo:
+        raise Usage("name the restored repository with --repo (repositories waiting for daemon.recover are not listed)")
+    recovery = _recovery_key(name, args.recovery_key) if args.recovery_key else None
+    out: dict = {"repo": args.repo, "human": name}
+    with Client() as c:
+        op = {"op": "daemon.recover", "key": c.call("ping")["daemon_key"]}
+        if recovery is None:
+            need_key(name)
+            res = human_submit(c, name, args.repo, op)
+        else:
+            new, staged = _new_key_file(name)
+            op["recover"] = {"human": name, "key": new.public}
+            res = _submit_recovery(c, recovery, args.repo, op, staged)
+            out.update(new.public, fingerprint=humansig.fingerprint(new.public), sessions_ended=res["sessions_ended"])
+    out.update(seq=res["seq"], decision=res["decision"], daemon_key=op["key"])
+    if args.json:
+        emit_json(out)
+    else:
+        print(f"{paint('allow', '32')}  {args.repo}: signed with this daemon's key {op['key'][:16]}… from seq {res['seq']}")
+        if recovery is not None:
+            print(f"{name} signs with a new key (fingerprint {out['fingerprint']}); the recovery key is spent: "
+                  f"`lonca human recovery-key --repo {args.repo}` sets a new one", file=sys.stderr)
     return OK
 
 
