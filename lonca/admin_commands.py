@@ -43,7 +43,7 @@ def register(sub) -> None:
     k.add_argument("--security-key", choices=sorted(security_key.KINDS), metavar="KIND",
                    help="make a FIDO security key instead (ed25519 or p256, one touch; ssh-keygen talks to the "
                         "device) and print its .pub line to enrol")
-    en = command(h, "enrol", "enrol another key in a repository (signed with your file key)", cmd_enrol, repo=True)
+    en = command(h, "enrol", "enrol another key in a repository (signed with your key: the file key, or your security key)", cmd_enrol, repo=True)
     en.add_argument("name", help="the name the key signs as")
     which = en.add_mutually_exclusive_group(required=True)
     which.add_argument("--public", help="a file key as `lonca human key` prints it (ed25519:<hex>), or a FIDO "
@@ -527,9 +527,11 @@ def doctor_checks(name: str) -> tuple[str | None, list[dict]]:
         checks.append(_check("git", "pass", ver))
     else:
         checks.append(_check("git", "warn", "git is not on PATH", "install git to use workspaces"))
-    key = humankeys.load_key(name)
+    key = humankeys.load_signer(name)
     if key is None:
         checks.append(_check("human", "warn", f"no file key for {name}", "`lonca human key` creates one, to enrol in the console's Keys page"))
+    elif isinstance(key, security_key.SecurityKey):  # its login, without a saved session, asks for a touch
+        checks.append(_check("human", "pass", f"{name} has an {key.public['alg']} security key ({key.handle})"))
     else:
         checks.append(_check("human", "pass", f"{name} has an ed25519 file key"))
     if client is not None and key is not None:
@@ -539,13 +541,13 @@ def doctor_checks(name: str) -> tuple[str | None, list[dict]]:
             repos = []
             checks.append(_check("human", "warn", f"{name} could not log in ({e.code})", "is your key enrolled in a repository?"))
         for repo in repos:
-            checks.extend(_repo_checks(client, name, repo))
+            checks.extend(_repo_checks(client, name, repo, key))
     if client is not None:
         client.close()
     return mode, checks
 
 
-def _repo_checks(client: Client, name: str, repo: str) -> list[dict]:
+def _repo_checks(client: Client, name: str, repo: str, key: humankeys.Signer) -> list[dict]:
     count, problem = verify_entries(repo, ((canonical(e["entry"]).decode(), e["hash"], e["sig"])
                                            for e in log_entries(lambda m, p=None: human_call(client, name, m, p, repo=repo))))
     out = [_check(f"log {repo}", "pass", f"{count} entries verify") if problem is None
@@ -554,19 +556,21 @@ def _repo_checks(client: Client, name: str, repo: str) -> list[dict]:
     out.append(_check(f"human {repo}", "pass", f"{name} is enrolled"))
     out.append(_check(f"frozen {repo}", "pass", "not frozen") if not st["frozen"]
                else _check(f"frozen {repo}", "warn", f"frozen: {st['frozen']}", "a human unfreezes it"))
-    out.append(_presence_check(name, repo, st))
+    out.append(_presence_check(name, repo, st, key))
     if st.get("policy_problem"):    # an imported lonca.toml that does not parse: the defaults hold
         out.append(_check(f"policy {repo}", "warn", st["policy_problem"],
                           "the defaults hold; correct lonca.toml with human.prepare_policy and policy.update"))
     return out
 
 
-def _presence_check(name: str, repo: str, st: dict) -> dict:
+def _presence_check(name: str, repo: str, st: dict, key: humankeys.Signer) -> dict:
     """An agent must not approve its own change: a file key that can sign writes, readable by
     agents that run as this user, lets one (docs/decisions.md, "An agent must not approve its own change")."""
     what = f"presence {repo}"
     if st.get("presence_required"):
         return _check(what, "pass", "approvals and other writes need a key that proves presence")
+    if isinstance(key, security_key.SecurityKey):
+        return _check(what, "pass", "your security key needs a touch for each signature: an agent can not sign with it")
     if os.getuid() in st.get("agent_uids", []):
         return _check(what, "warn", f"your file key {humankeys.key_path(name)} can approve changes in {repo}, and "
                                     f"agents connect as your user (uid {os.getuid()}): an agent can read the key and "
