@@ -52,7 +52,7 @@ def blob_of(entry: dict) -> bytes:
 
 
 @pytest.mark.parametrize("kind", ["ed25519", "p256"])
-def test_the_cli_signs_with_a_security_key_through_ssh_keygen(repo_env, sk_provider, tmp_path, kind):
+def test_the_cli_signs_with_a_security_key_through_ssh_keygen(repo_env, source_repo, sk_provider, tmp_path, kind):
     env, w = repo_env, repo_env.w
     counter = tmp_path / "sk-counter"
     w.env.update(SSH_SK_PROVIDER=str(sk_provider), LONCA_TEST_SK_COUNTER=str(counter))
@@ -61,14 +61,14 @@ def test_the_cli_signs_with_a_security_key_through_ssh_keygen(repo_env, sk_provi
                                                     "    def pay(self):\n        return charge(1)\n")
     second = pending_change(env, "lib/util.py", "helper", "def helper():\n    return 43\n")
 
-    made = w.cli_json("human", "key", "--human", "bob", "--security-key", kind)
+    made_key = w.cli_json("human", "key", "--human", "bob", "--security-key", kind)
     alg = f"sk-{kind}"
-    assert made["alg"] == alg and made["created"] is True
+    assert made_key["alg"] == alg and made_key["created"] is True
     handle = Path(w.env["LONCA_HUMANS"]) / "bob.sk"
     assert stat.S_IMODE(handle.stat().st_mode) == 0o600
     line = (handle.parent / "bob.sk.pub").read_text().strip()
-    assert sshsig.key_from_openssh(line) == {"alg": alg, "public": made["public"]}
-    assert w.cli_json("human", "whoami", "--human", "bob") == {"human": "bob", "alg": alg, "public": made["public"]}
+    assert sshsig.key_from_openssh(line) == {"alg": alg, "public": made_key["public"]}
+    assert w.cli_json("human", "whoami", "--human", "bob") == {"human": "bob", "alg": alg, "public": made_key["public"]}
     w.cli_json("human", "enrol", "bob", "--public", line, "--repo", "demo")
     # from here a file key may not approve: only a key that proves presence
     env.policy('[review]\nagent_changes = "human"\npresence_required = true\n')
@@ -105,6 +105,12 @@ def test_the_cli_signs_with_a_security_key_through_ssh_keygen(repo_env, sk_provi
     assert env.status()["next_seq"] == before and any(p["seq"] == second for p in env.status()["pending"])
     del w.env["LONCA_TEST_SK_NO_UP"]
     assert w.cli_json("approve", str(second), "--repo", "demo", "--human", "bob")["decision"]["outcome"] == "allow"
+
+    # a hardened repository made by a human whose only key is the security key
+    made = w.cli_json("init", "hard", "--import", str(source_repo), "--profile", "hardened", "--human", "bob")
+    assert made["profile"] == "hardened" and made["decision"]["outcome"] == "allow"
+    st = w.cli_json("status", "--repo", "hard", "--human", "bob")
+    assert st["humans"] == {"bob": {"alg": alg, "public": made_key["public"], "recovery": None, "counts_as": "bob"}}
 
     verified = w.cli("audit", "verify", "--json")
     assert verified.returncode == 0, verified.stdout + verified.stderr
