@@ -72,6 +72,12 @@ def test_a_foreign_log_waits_and_a_signed_daemon_recover_adopts_it(database_url,
         e = refusal(lambda: c.call("human.submit", {"op": op, "sig": key.sign_op("demo", op)}, repo="demo", token=token))
         assert e.code == "invalid" and "does not hold" in e.message
         assert c.call("status", repo="demo", token=token)["next_seq"] == out["seq"] + 1
+        c.close()
+        b.stop()
+        b.start()  # a foreign log replays at start and stays foreign
+        c = b.client().connect()
+        token = login(c, key)
+        assert c.call("status", repo="demo", token=token)["foreign"] is True
 
         recovered = b.cli_json("human", "recover-daemon-key", "--repo", "demo")
         assert recovered == {"repo": "demo", "human": "alice", "seq": out["seq"] + 1,
