@@ -36,14 +36,15 @@ def register(sub) -> None:
                    help="hardened with a file key, which proves no presence (the profile says so)")
 
     h = sub.add_parser("human", help="your human key and session").add_subparsers(dest="human_cmd", metavar="COMMAND")
-    command(h, "login", "open a human session with your file key", cmd_login, repo=True) \
+    command(h, "login", "open a human session with your key (the file key, or your security key)", cmd_login, repo=True) \
         .add_argument("--ttl-ms", type=int, default=LOGIN_TTL_DEFAULT_MS)
     command(h, "whoami", "your human name and public key (local)", cmd_whoami, human=True)
     k = command(h, "key", "make your file key if you have none, and print its public part to enrol", cmd_key, human=True)
     k.add_argument("--security-key", choices=sorted(security_key.KINDS), metavar="KIND",
                    help="make a FIDO security key instead (ed25519 or p256, one touch; ssh-keygen talks to the "
                         "device) and print its .pub line to enrol")
-    en = command(h, "enrol", "enrol another key in a repository (signed with your key: the file key, or your security key)", cmd_enrol, repo=True)
+    en = command(h, "enrol", "enrol another key in a repository (signed with your key: the file key, or your security key)",
+                 cmd_enrol, repo=True)
     en.add_argument("name", help="the name the key signs as")
     which = en.add_mutually_exclusive_group(required=True)
     which.add_argument("--public", help="a file key as `lonca human key` prints it (ed25519:<hex>), or a FIDO "
@@ -277,12 +278,9 @@ def cmd_key(args) -> int:
     """The public part to paste into the console's "Enrol a file key" (or to read to the human
     who enrols it), with the fingerprint both compare. The private key never leaves its file."""
     name = human_name(args)
-    if args.security_key:
-        key, created = _own_security_key(name, args.security_key)
-        public = key.line
-    else:
-        key, created = own_key(name)
-        public = f"{key.public['alg']}:{key.public['public']}"
+    key, created = _own_security_key(name, args.security_key) if args.security_key else own_key(name)
+    # what `lonca human enrol --public` takes: a security key's .pub line, a file key's alg:hex
+    public = key.line if isinstance(key, security_key.SecurityKey) else f"{key.public['alg']}:{key.public['public']}"
     out = {"human": name, **key.public, "created": created, "fingerprint": humansig.fingerprint(key.public)}
     if args.json:
         emit_json(out)

@@ -177,6 +177,7 @@ def decide_daemon_recover(call: Call, rs: RepoState, op: dict) -> Draft:
                                                          "sessions_ended": len(rows)})
 
 
-SUBMIT_OPS.update({"daemon.rotate": decide_daemon_rotate, "daemon.recover": decide_daemon_recover, "human.enroll": decide_enroll, "human.rotate": decide_rotate,
+SUBMIT_OPS.update({"daemon.rotate": decide_daemon_rotate, "daemon.recover": decide_daemon_recover,
+                   "human.enroll": decide_enroll, "human.rotate": decide_rotate,
                    "human.recovery_key": decide_recovery_key, "human.recover": decide_recover,
                    "human.revoke": decide_revoke, "freeze": decide_freeze, "unfreeze": decide_unfreeze})

@@ -69,6 +69,7 @@ def test_the_cli_signs_with_a_security_key_through_ssh_keygen(repo_env, source_r
     line = (handle.parent / "bob.sk.pub").read_text().strip()
     assert sshsig.key_from_openssh(line) == {"alg": alg, "public": made_key["public"]}
     assert w.cli_json("human", "whoami", "--human", "bob") == {"human": "bob", "alg": alg, "public": made_key["public"]}
+    assert w.cli("human", "key", "--human", "bob", check=True).stdout.strip() == line  # what enrol --public takes
     w.cli_json("human", "enrol", "bob", "--public", line, "--repo", "demo")
     # from here a file key may not approve: only a key that proves presence
     env.policy('[review]\nagent_changes = "human"\npresence_required = true\n')
