@@ -33,8 +33,9 @@ def database_url():
 def sk_provider(tmp_path_factory) -> Path:
     """The software authenticator, built once per run (a build failure fails the test)."""
     out = tmp_path_factory.mktemp("sk") / "lonca_test_sk.so"
-    subprocess.run(["gcc", "-shared", "-fPIC", "-O2", "-Wall", "-Werror", "-o", str(out), str(PROVIDER_SOURCE),
-                    "-lcrypto"], check=True, capture_output=True, timeout=120)
+    built = subprocess.run(["gcc", "-shared", "-fPIC", "-O2", "-Wall", "-Werror", "-o", str(out), str(PROVIDER_SOURCE),
+                            "-lcrypto"], capture_output=True, text=True, timeout=120)
+    assert built.returncode == 0, f"the test authenticator does not build (make system-deps: gcc, libssl-dev): {built.stderr}"
     return out
 
 

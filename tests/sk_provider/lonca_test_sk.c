@@ -8,7 +8,8 @@
  *
  * Written against the interface OpenSSH 9.2 loads (sk-api.h, SSH_SK_VERSION_MAJOR 0x000a0000:
  * ssh-sk-helper refuses any other major version, and the structures below must match its
- * layout byte for byte). What the authenticator signs is PROTOCOL.u2f's:
+ * layout byte for byte; a later OpenSSH whose sk-api moved on needs this file moved with it).
+ * What the authenticator signs is PROTOCOL.u2f's:
  *     SHA256(application) || flags || uint32 counter (big endian) || SHA256(data)
  * Ed25519 over those bytes, ECDSA P-256 over their SHA-256 (ssh-ed25519-sk.c, ssh-ecdsa-sk.c).
  *
