@@ -126,3 +126,28 @@ def test_no_device_is_a_usage_error_that_reaches_no_worker(worker, tmp_path):
     res = worker.cli("human", "key", "--human", "bob", "--security-key", "ed25519", "--json")
     assert res.returncode == 3 and res.stdout == "" and "ssh-keygen -t ed25519-sk failed" in res.stderr, res.stderr
     assert not (Path(worker.env["LONCA_HUMANS"]) / "bob.sk").exists()
+
+
+def test_a_file_key_rotates_to_a_security_key(repo_env, source_repo, sk_provider, tmp_path):
+    """`lonca human rotate --security-key`: every repository takes the new key (signed with the
+    file key), then the file key is removed and the security key signs, a presence-required
+    approval included."""
+    env, w = repo_env, repo_env.w
+    w.env.update(SSH_SK_PROVIDER=str(sk_provider), LONCA_TEST_SK_COUNTER=str(tmp_path / "sk-counter"))
+    humans = Path(w.env["LONCA_HUMANS"])
+    w.cli_json("init", "other", "--import", str(source_repo))
+    env.policy('[review]\nagent_changes = "human"\n')
+    seq = pending_change(env, "lib/util.py", "helper", "def helper():\n    return 43\n")
+    env.policy('[review]\nagent_changes = "human"\npresence_required = true\n')
+    # a file key may still rotate to a key that proves presence while nobody holds one
+
+    rotated = w.cli_json("human", "rotate", "--security-key", "ed25519")
+    assert rotated["alg"] == "sk-ed25519" and [r["repo"] for r in rotated["repos"]] == ["demo", "other"]
+    assert not (humans / "alice.key").exists() and (humans / "alice.sk").exists()
+    for repo in ("demo", "other"):
+        assert w.cli_json("status", "--repo", repo)["humans"]["alice"]["public"] == rotated["public"]
+    approved = w.cli_json("approve", str(seq), "--repo", "demo")
+    assert approved["decision"]["outcome"] == "allow"
+    again = w.cli("human", "rotate", "--security-key", "p256", "--json")
+    assert again.returncode == 3 and "already" in again.stderr
+    assert w.cli("audit", "verify").returncode == 0
