@@ -353,6 +353,9 @@ def cmd_status(args) -> int:
         emit_json(st, pretty=True)
         return OK
     print(f"{paint(st['repo'], '1')}  trunk {st['trunk'][:12]}  next seq {st['next_seq']}  frozen: {st['frozen'] or 'no'}")
+    if st.get("foreign"):
+        print(f"foreign: its log is on daemon key {st['daemon_key'][:16]}…, which this daemon does not hold; writes wait "
+              f"for `lonca human recover-daemon-key --repo {st['repo']}`")
     print(f"humans: {', '.join(sorted(st['humans'])) or 'none'}")
     live = [s for s in st["sessions"] if s["active"]]
     print(f"sessions: {len(live)} active of {len(st['sessions'])}")

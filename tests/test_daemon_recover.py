@@ -63,6 +63,7 @@ def test_a_foreign_log_waits_and_a_signed_daemon_recover_adopts_it(database_url,
         assert c.call("repo.list", token=token) == [] and c.call("whoami", token=token)["repos"] == ["demo"]
         st = c.call("status", repo="demo", token=token)
         assert st["foreign"] is True and st["daemon_key"] == out["daemon_key"] and st["next_seq"] == out["seq"] + 1
+        assert "lonca human recover-daemon-key --repo demo" in b.cli("status", "--repo", "demo", check=True).stdout
         # every write waits for daemon.recover; nothing is logged
         for op in ({"op": "freeze", "reason": "x"}, session_op()):
             e = refusal(lambda: c.call("human.submit", {"op": op, "sig": key.sign_op("demo", op)}, repo="demo", token=token))
