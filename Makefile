@@ -19,7 +19,8 @@ $(STAMP): pyproject.toml constraints.txt
 
 # Debian packages the tests drive: chromium (browser tests), universal-ctags (symbols cross-check), git;
 # the forges of tests/forge.py: openssh-server and openssh-client (sshd, ssh-agent), lighttpd with
-# its TLS module in front of git-http-backend, openssl for their test certificate.
+# its TLS module in front of git-http-backend, openssl for their test certificate; gcc and
+# libssl-dev to build the software security key tests/test_security_key_cli.py loads into ssh-keygen.
 system-deps:
 	@missing=""; \
 	command -v chromium >/dev/null || missing="$$missing chromium"; \
@@ -30,6 +31,8 @@ system-deps:
 	test -x /usr/sbin/lighttpd || missing="$$missing lighttpd"; \
 	test -e /usr/lib/lighttpd/mod_openssl.so || missing="$$missing lighttpd-mod-openssl"; \
 	command -v openssl >/dev/null || missing="$$missing openssl"; \
+	command -v gcc >/dev/null || missing="$$missing gcc"; \
+	test -e /usr/include/openssl/evp.h || missing="$$missing libssl-dev"; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ]; then \
 	    echo "installing Debian packages:$$missing"; \

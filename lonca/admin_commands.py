@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Callable, Iterator
 
-from lonca import humankeys, humansig, paths, sshsig
+from lonca import humankeys, humansig, paths, security_key, sshsig
 from lonca import workspace as wsp
 from lonca.audit import landing_problems, read_witnesses, verify_entries, witness_problem
 from lonca.database_errors import database_problem
@@ -36,11 +36,15 @@ def register(sub) -> None:
                    help="hardened with a file key, which proves no presence (the profile says so)")
 
     h = sub.add_parser("human", help="your human key and session").add_subparsers(dest="human_cmd", metavar="COMMAND")
-    command(h, "login", "open a human session with your file key", cmd_login, repo=True) \
+    command(h, "login", "open a human session with your key (the file key, or your security key)", cmd_login, repo=True) \
         .add_argument("--ttl-ms", type=int, default=LOGIN_TTL_DEFAULT_MS)
     command(h, "whoami", "your human name and public key (local)", cmd_whoami, human=True)
-    command(h, "key", "make your file key if you have none, and print its public part to enrol", cmd_key, human=True)
-    en = command(h, "enrol", "enrol another key in a repository (signed with your file key)", cmd_enrol, repo=True)
+    k = command(h, "key", "make your file key if you have none, and print its public part to enrol", cmd_key, human=True)
+    k.add_argument("--security-key", choices=sorted(security_key.KINDS), metavar="KIND",
+                   help="make a FIDO security key instead (ed25519 or p256, one touch; ssh-keygen talks to the "
+                        "device) and print its .pub line to enrol")
+    en = command(h, "enrol", "enrol another key in a repository (signed with your key: the file key, or your security key)",
+                 cmd_enrol, repo=True)
     en.add_argument("name", help="the name the key signs as")
     which = en.add_mutually_exclusive_group(required=True)
     which.add_argument("--public", help="a file key as `lonca human key` prints it (ed25519:<hex>), or a FIDO "
@@ -122,12 +126,13 @@ def human_name(args) -> str:
     return getattr(args, "human", None) or humankeys.default_human()
 
 
-def need_key(name: str) -> humankeys.HumanKey:
-    key = humankeys.load_key(name)
+def need_key(name: str) -> humankeys.Signer:
+    key = humankeys.load_signer(name)
     if key is None:
-        raise Usage(f"no usable key for {name} at {humankeys.key_path(name)}: this needs a human enrolled in the "
-                    f"repository (`lonca human key --human {name}` makes a key, which an enrolled human enrols in the "
-                    "console's Keys page); an agent runs it in its workspace, with the session token there")
+        raise Usage(f"no usable key for {name} at {humankeys.key_path(name)} (nor a security key at "
+                    f"{security_key.handle_path(name)}): this needs a human enrolled in the repository (`lonca human "
+                    f"key --human {name}` makes a key, which an enrolled human enrols in the console's Keys page); an "
+                    "agent runs it in its workspace, with the session token there")
     return key
 
 
@@ -161,8 +166,18 @@ def human_call(client: Client, name: str, method: str, params: dict | None = Non
 
 
 def human_submit(client: Client, name: str, repo: str, op: dict) -> dict:
-    """`op` signed with the human's file key, submitted with their session."""
-    return human_call(client, name, "human.submit", {"op": op, "sig": need_key(name).sign_op(repo, op)}, repo=repo)
+    """`op` signed with the human's key, submitted with their session. The session comes first and
+    the operation is signed after it: a security key's counter goes up with each signature, and
+    the worker refuses one that goes back (a login signed after the operation would)."""
+    key = need_key(name)
+    token = human_token(client, name)
+    try:
+        return client.call("human.submit", {"op": op, "sig": key.sign_op(repo, op)}, repo=repo, token=token)
+    except LoncaError as e:
+        if e.code not in ("unauthenticated", "forbidden"):
+            raise
+        token = login(client, name)["token"]
+        return client.call("human.submit", {"op": op, "sig": key.sign_op(repo, op)}, repo=repo, token=token)
 
 
 def pick_repo(client: Client, name: str, repo: str | None) -> str:
@@ -201,9 +216,10 @@ def reader(c: Client, args) -> tuple[str, Read]:
     return repo, lambda method, params=None: human_call(c, name, method, params, repo=repo)
 
 
-def own_key(name: str) -> tuple[humankeys.HumanKey, bool]:
-    """The human's file key, made when there is none; (key, whether it was made now)."""
-    key = humankeys.load_key(name)
+def own_key(name: str) -> tuple[humankeys.Signer, bool]:
+    """The human's key (the file key, else the security key); a file key is made when there is
+    neither. (key, whether it was made now)."""
+    key = humankeys.load_signer(name)
     if key is not None:
         return key, False
     if humankeys.key_path(name).exists():
@@ -262,18 +278,35 @@ def cmd_key(args) -> int:
     """The public part to paste into the console's "Enrol a file key" (or to read to the human
     who enrols it), with the fingerprint both compare. The private key never leaves its file."""
     name = human_name(args)
-    key, created = own_key(name)
-    public = f"{key.public['alg']}:{key.public['public']}"
+    key, created = _own_security_key(name, args.security_key) if args.security_key else own_key(name)
+    # what `lonca human enrol --public` takes: a security key's .pub line, a file key's alg:hex
+    public = key.line if isinstance(key, security_key.SecurityKey) else f"{key.public['alg']}:{key.public['public']}"
     out = {"human": name, **key.public, "created": created, "fingerprint": humansig.fingerprint(key.public)}
     if args.json:
         emit_json(out)
     else:
         if created:
-            print(f"created your key {humankeys.key_path(name)}", file=sys.stderr)
+            print(f"created your key {key.handle if isinstance(key, security_key.SecurityKey) else humankeys.key_path(name)}",
+                  file=sys.stderr)
         print(public)
         print(f"name {name}, fingerprint {out['fingerprint']}: enrol it as {name} (console: Keys), "
               f"then `lonca human login --human {name}`", file=sys.stderr)
     return OK
+
+
+def _own_security_key(name: str, kind: str) -> tuple[security_key.SecurityKey, bool]:
+    """The human's security key, enrolled on the device when there is none."""
+    if humankeys.key_path(name).exists():
+        raise Usage(f"{name} has a file key ({humankeys.key_path(name)}), which this machine signs with first: a name "
+                    "signs with one key. Use another name for the security key, or enrol it and then remove the file key")
+    key = security_key.load(name)
+    if key is not None:
+        if key.public["alg"] != f"sk-{kind}":
+            raise Usage(f"{name}'s security key {key.handle} is {key.public['alg']}, not sk-{kind}")
+        return key, False
+    if security_key.handle_path(name).exists():
+        raise Usage(f"{security_key.handle_path(name)} exists but is not a private file of yours with its .pub beside it")
+    return security_key.create(name, kind), True
 
 
 def cmd_enrol(args) -> int:
@@ -320,6 +353,9 @@ def cmd_status(args) -> int:
         emit_json(st, pretty=True)
         return OK
     print(f"{paint(st['repo'], '1')}  trunk {st['trunk'][:12]}  next seq {st['next_seq']}  frozen: {st['frozen'] or 'no'}")
+    if st.get("foreign"):
+        print(f"foreign: its log is on daemon key {st['daemon_key'][:16]}…, which this daemon does not hold; writes wait "
+              f"for `lonca human recover-daemon-key --repo {st['repo']}`")
     print(f"humans: {', '.join(sorted(st['humans'])) or 'none'}")
     live = [s for s in st["sessions"] if s["active"]]
     print(f"sessions: {len(live)} active of {len(st['sessions'])}")
@@ -492,9 +528,11 @@ def doctor_checks(name: str) -> tuple[str | None, list[dict]]:
         checks.append(_check("git", "pass", ver))
     else:
         checks.append(_check("git", "warn", "git is not on PATH", "install git to use workspaces"))
-    key = humankeys.load_key(name)
+    key = humankeys.load_signer(name)
     if key is None:
         checks.append(_check("human", "warn", f"no file key for {name}", "`lonca human key` creates one, to enrol in the console's Keys page"))
+    elif isinstance(key, security_key.SecurityKey):  # its login, without a saved session, asks for a touch
+        checks.append(_check("human", "pass", f"{name} has an {key.public['alg']} security key ({key.handle})"))
     else:
         checks.append(_check("human", "pass", f"{name} has an ed25519 file key"))
     if client is not None and key is not None:
@@ -504,13 +542,13 @@ def doctor_checks(name: str) -> tuple[str | None, list[dict]]:
             repos = []
             checks.append(_check("human", "warn", f"{name} could not log in ({e.code})", "is your key enrolled in a repository?"))
         for repo in repos:
-            checks.extend(_repo_checks(client, name, repo))
+            checks.extend(_repo_checks(client, name, repo, key))
     if client is not None:
         client.close()
     return mode, checks
 
 
-def _repo_checks(client: Client, name: str, repo: str) -> list[dict]:
+def _repo_checks(client: Client, name: str, repo: str, key: humankeys.Signer) -> list[dict]:
     count, problem = verify_entries(repo, ((canonical(e["entry"]).decode(), e["hash"], e["sig"])
                                            for e in log_entries(lambda m, p=None: human_call(client, name, m, p, repo=repo))))
     out = [_check(f"log {repo}", "pass", f"{count} entries verify") if problem is None
@@ -519,19 +557,21 @@ def _repo_checks(client: Client, name: str, repo: str) -> list[dict]:
     out.append(_check(f"human {repo}", "pass", f"{name} is enrolled"))
     out.append(_check(f"frozen {repo}", "pass", "not frozen") if not st["frozen"]
                else _check(f"frozen {repo}", "warn", f"frozen: {st['frozen']}", "a human unfreezes it"))
-    out.append(_presence_check(name, repo, st))
+    out.append(_presence_check(name, repo, st, key))
     if st.get("policy_problem"):    # an imported lonca.toml that does not parse: the defaults hold
         out.append(_check(f"policy {repo}", "warn", st["policy_problem"],
                           "the defaults hold; correct lonca.toml with human.prepare_policy and policy.update"))
     return out
 
 
-def _presence_check(name: str, repo: str, st: dict) -> dict:
+def _presence_check(name: str, repo: str, st: dict, key: humankeys.Signer) -> dict:
     """An agent must not approve its own change: a file key that can sign writes, readable by
     agents that run as this user, lets one (docs/decisions.md, "An agent must not approve its own change")."""
     what = f"presence {repo}"
     if st.get("presence_required"):
         return _check(what, "pass", "approvals and other writes need a key that proves presence")
+    if isinstance(key, security_key.SecurityKey):
+        return _check(what, "pass", "your security key needs a touch for each signature: an agent can not sign with it")
     if os.getuid() in st.get("agent_uids", []):
         return _check(what, "warn", f"your file key {humankeys.key_path(name)} can approve changes in {repo}, and "
                                     f"agents connect as your user (uid {os.getuid()}): an agent can read the key and "

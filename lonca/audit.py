@@ -17,8 +17,22 @@ from lonca.protocol import ZERO_HASH
 
 # Operations whose allowed entry changes which key a human signs with.
 KEY_OPS = {"human.enroll", "human.rotate", "human.recover"}
-# Operations signed by the human's recovery key instead of the enrolled one (seed: no session).
-RECOVERY_SIGNED = {"human.recover"}
+
+
+def recovery_signed(op) -> bool:
+    """Whether `op` (any JSON value) is of a kind the recovery key signs, with no session."""
+    return isinstance(op, dict) and (op.get("op") == "human.recover" or (op.get("op") == "daemon.recover" and "recover" in op))
+
+
+def recovered_human(op) -> str | None:
+    """The name whose recovery key signs `op` instead of their enrolled key (seed: no session is
+    needed), or None: human.recover, and daemon.recover with `recover` (log format 27). `op` may
+    be any JSON value (the socket's edge asks before validating)."""
+    if not recovery_signed(op):
+        return None
+    if op.get("op") == "human.recover":
+        return op.get("human")
+    return op["recover"].get("human") if isinstance(op["recover"], dict) else None
 
 
 @dataclass
@@ -78,7 +92,14 @@ class ChainVerifier:
             if op.get("op") != "repo.init" or op.get("repo") != self.repo:
                 return Problem(seq, "the first entry is not this repository's repo.init")
             self.daemon_key = op.get("daemon_key")
-        if not self.daemon_key or not daemon_sig_ok(self.daemon_key, hash_hex, sig_hex):
+        signing = self.daemon_key
+        if op.get("op") == "daemon.recover":
+            # signed by the daemon that adopts the log, which never held the key of the entries
+            # before it (a restore elsewhere): a human's signature is what vouches for the move
+            if entry.get("human") is None or (entry.get("decision") or {}).get("outcome") != "allow":
+                return Problem(seq, "a daemon.recover is an allowed entry signed by a human")
+            signing = op.get("key") if isinstance(op.get("key"), str) else None
+        if not signing or not daemon_sig_ok(signing, hash_hex, sig_hex):
             return Problem(seq, "the daemon signature does not verify")
         problem = self._human(entry, op)
         if problem:
@@ -94,8 +115,9 @@ class ChainVerifier:
         sig, op = entry.get("human"), entry.get("op") or {}
         if op.get("op") == "repo.init":
             return op.get("human_key")
-        if op.get("op") in RECOVERY_SIGNED:
-            return self.recovery.get(op.get("human")) if isinstance(sig, dict) and sig.get("human") == op.get("human") else None
+        recovered = recovered_human(op)
+        if recovered is not None:
+            return self.recovery.get(recovered) if isinstance(sig, dict) and sig.get("human") == recovered else None
         return self.humans.get(sig.get("human")) if isinstance(sig, dict) else None
 
     def _human(self, entry: dict, op: dict) -> str | None:
@@ -133,6 +155,12 @@ class ChainVerifier:
             self.recovery.pop(op.get("human"), None)
         elif kind == "daemon.rotate":
             self.daemon_key = op.get("key")
+        elif kind == "daemon.recover":
+            self.daemon_key = op.get("key")
+            recover = op.get("recover")
+            if isinstance(recover, dict):  # the name moves to a new key; the recovery key is spent
+                self.humans[recover.get("human")] = recover.get("key")
+                self.recovery.pop(recover.get("human"), None)
 
 
 def verify_entries(repo: str, rows: Iterable[tuple[str, str, str]]) -> tuple[int, Problem | None]:

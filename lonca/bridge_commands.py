@@ -4,6 +4,7 @@ prepare_push, then human.submit). git's credential helpers and SSH agent authent
 worker: a remote is given without a password. `lonca backup` and `lonca restore`: a repository
 as one Git bundle, log included (repo.backup, repo.restore)."""
 import os
+import sys
 
 from lonca.admin_commands import human_call, human_name, human_submit, human_token, pick_repo
 from lonca.client import Client
@@ -83,4 +84,7 @@ def cmd_restore(args) -> int:
         emit_json(out)
     else:
         print(f"{paint('restored', '32')} {out['repo']} at seq {out['seq']} (head {out['head_hash'][:12]}) in {out['path']}")
+        if out["foreign"]:
+            print(f"its log is on another daemon's key ({out['daemon_key'][:16]}…): it is read-only until one of its "
+                  f"humans runs `lonca human recover-daemon-key --repo {out['repo']}`", file=sys.stderr)
     return OK

@@ -2,18 +2,18 @@
 
 Keys live in $LONCA_HUMANS (else ~/.config/lonca/humans) as <name>.key (PEM, 0600); the session
 as <name>.session, {"token", "expires_ms"}, 0600. A file that is a link, someone else's, or open
-to group or others is not used."""
+to group or others is not used. A name signs with one key on this machine: its file key, else its
+FIDO security key (<name>.sk, lonca/security_key.py), so a recovery or rotation to a new file key
+takes over from a security key left behind."""
 import getpass
 import json
 import os
-import secrets
-import time
 from pathlib import Path
 
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from lonca import humansig, paths
+from lonca import humansig, paths, security_key
 from lonca.private_files import private_file_ok, write_private
 
 
@@ -35,11 +35,11 @@ class HumanKey:
         return {"human": self.name, "nonce": nonce, "issued_ms": issued_ms, "sig": humansig.sign_ed25519(self.private, message)}
 
     def sign_op(self, repo: str, op: dict, now_ms: int | None = None) -> dict:
-        nonce, issued = secrets.token_hex(16), now_ms if now_ms is not None else int(time.time() * 1000)
+        nonce, issued = humansig.new_nonce(now_ms)
         return self._sig(humansig.intent_bytes(repo, op, nonce, issued), nonce, issued)
 
     def sign_login(self, repo: str | None, ttl_ms: int, now_ms: int | None = None) -> dict:
-        nonce, issued = secrets.token_hex(16), now_ms if now_ms is not None else int(time.time() * 1000)
+        nonce, issued = humansig.new_nonce(now_ms)
         return self._sig(humansig.login_bytes(repo, self.name, ttl_ms, nonce, issued), nonce, issued)
 
 
@@ -65,6 +65,14 @@ def load_key(name: str, path: Path | None = None) -> HumanKey | None:
     if not isinstance(private, Ed25519PrivateKey):
         return None
     return HumanKey(name, private)
+
+
+Signer = HumanKey | security_key.SecurityKey
+
+
+def load_signer(name: str) -> Signer | None:
+    """The key `name` signs with here: the file key, else the security key."""
+    return load_key(name) or security_key.load(name)
 
 
 def create_key(name: str, path: Path | None = None) -> HumanKey:

@@ -3,6 +3,8 @@ key, and verification by key kind. Shared by the CLI (signing), the worker (veri
 operation arrives) and `lonca audit verify` (verifying again, offline)."""
 import functools
 import re
+import secrets
+import time
 
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
@@ -22,6 +24,11 @@ _SQRT_M1 = pow(2, (_P - 1) // 4, _P)
 def intent_bytes(repo: str, op: dict, nonce: str, issued_ms: int) -> bytes:
     return canonical({"purpose": INTENT_PURPOSE, "repo": repo, "op": op, "nonce": nonce,
                       "issued_ms": issued_ms})
+
+
+def new_nonce(now_ms: int | None = None) -> tuple[str, int]:
+    """(nonce, issued_ms) for a new signature: a random nonce, issued now unless told."""
+    return secrets.token_hex(16), now_ms if now_ms is not None else int(time.time() * 1000)
 
 
 def login_bytes(repo: str | None, human: str, ttl_ms: int, nonce: str, issued_ms: int) -> bytes:

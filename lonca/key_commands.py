@@ -8,7 +8,7 @@ import os
 import sys
 from pathlib import Path
 
-from lonca import humankeys, humansig
+from lonca import humankeys, humansig, security_key
 from lonca.admin_commands import human_call, human_name, human_submit, need_key, pick_repo
 from lonca.client import Client
 from lonca.output import OK, Usage, command, emit_json, paint
@@ -17,8 +17,11 @@ from lonca.protocol import LoncaError
 
 def register(h) -> None:
     """Under `lonca human` (admin_commands makes the group)."""
-    command(h, "rotate", "move your name to a new file key in every repository it is enrolled in; "
-                         "the old key and its sessions end", cmd_rotate, human=True)
+    ro = command(h, "rotate", "move your name to a new file key in every repository it is enrolled in; "
+                              "the old key and its sessions end", cmd_rotate, human=True)
+    ro.add_argument("--security-key", choices=sorted(security_key.KINDS), metavar="KIND",
+                    help="move it to a new FIDO security key instead (ed25519 or p256), made with ssh-keygen; "
+                         "the file key is removed once every repository took the new key")
     command(h, "recovery-key", "make a recovery key and enrol it for your name (then keep it offline)",
             cmd_recovery_key, repo=True)
     rc = command(h, "recover", "a new file key for your name, signed by your recovery key (no session needed)",
@@ -27,6 +30,11 @@ def register(h) -> None:
     rv = command(h, "revoke", "cut a human's key off a repository; every session of that key ends", cmd_revoke, repo=True)
     rv.add_argument("name", help="the human name to revoke (yours included)")
     rv.add_argument("--reason", required=True, help="why, for the log")
+    rd = command(h, "recover-daemon-key", "adopt a restored repository whose log is on another daemon's key (foreign) "
+                                          "with this daemon's key: one signed daemon.recover", cmd_recover_daemon_key,
+                 repo=True)
+    rd.add_argument("--recovery-key", metavar="FILE", help="sign with your recovery key, with no session (your key was "
+                                                           "lost with the old machine): your name also moves to a new file key")
     command(h, "rotate-daemon-key", "move each of your repositories to the daemon's next key "
                                     "(daemon.prepare_rotate, then a signed daemon.rotate each)", cmd_rotate_daemon_key, human=True)
     rs = command(h, "revoke-session", "end an agent's session and every capability made from it (cap.revoke)",
@@ -49,16 +57,39 @@ def _adopt(name: str, staged: Path) -> None:
     humankeys.session_path(name).unlink(missing_ok=True)  # its session ended with the old key
 
 
+def _new_security_key(name: str, kind: str) -> tuple[security_key.SecurityKey, Path]:
+    """A new security key for a name that signs with its file key: the file key goes on signing
+    (it is loaded first) until every repository took the new one, then it is removed."""
+    handle = security_key.handle_path(name)
+    if not isinstance(need_key(name), humankeys.HumanKey):
+        raise Usage(f"{name} signs with the security key {handle} already: a new one is enrolled from the console, "
+                    "or under another name")
+    if handle.exists():
+        raise Usage(f"{handle} exists: a rotation to it was interrupted. Log in with each key to see which one your "
+                    f"repositories hold (`lonca status`), and remove the other ({humankeys.key_path(name)} or {handle} "
+                    "with its .pub)")
+    return security_key.create(name, kind), handle
+
+
+def _forget_security_key(handle: Path) -> None:
+    handle.unlink(missing_ok=True)
+    handle.with_name(handle.name + ".pub").unlink(missing_ok=True)
+
+
 def cmd_rotate(args) -> int:
     name = human_name(args)
     need_key(name)
-    new, staged = _new_key_file(name)
+    new: humankeys.Signer
+    new, staged = _new_security_key(name, args.security_key) if args.security_key else _new_key_file(name)
     moved: list[dict] = []
     with Client() as c:
         repos = human_call(c, name, "repo.list")
         if not repos:
-            staged.unlink()
-            raise Usage(f"{name}'s file key is enrolled in no repository of this daemon: nothing to rotate")
+            if args.security_key:
+                _forget_security_key(staged)
+            else:
+                staged.unlink()
+            raise Usage(f"{name}'s key is enrolled in no repository of this daemon: nothing to rotate")
         try:
             for repo in repos:
                 res = human_submit(c, name, repo, {"op": "human.rotate", "human": name, "key": new.public})
@@ -68,7 +99,11 @@ def cmd_rotate(args) -> int:
             raise LoncaError(e.code, f"{e.message}. Rotated in {', '.join(m['repo'] for m in moved) or 'none'}, not in "
                                      f"{', '.join(left)}: the new key waits in {staged}, the old one is still "
                                      f"{humankeys.key_path(name)}") from None
-    _adopt(name, staged)
+    if args.security_key:   # the security key signs from now on: the file key it replaced goes
+        humankeys.key_path(name).unlink()
+        humankeys.session_path(name).unlink(missing_ok=True)
+    else:
+        _adopt(name, staged)
     out = {"human": name, **new.public, "fingerprint": humansig.fingerprint(new.public), "repos": moved}
     if args.json:
         emit_json(out)
@@ -76,7 +111,7 @@ def cmd_rotate(args) -> int:
         for m in moved:
             print(f"{paint('allow', '32')}  {m['repo']}: {name} signs with the new key from seq {m['seq']} "
                   f"({m['sessions_ended']} sessions of the old key ended)")
-        print(f"new key {humankeys.key_path(name)}, fingerprint {out['fingerprint']}")
+        print(f"new key {staged if args.security_key else humankeys.key_path(name)}, fingerprint {out['fingerprint']}")
     return OK
 
 
@@ -102,24 +137,36 @@ def cmd_recovery_key(args) -> int:
     return OK
 
 
-def cmd_recover(args) -> int:
-    name = human_name(args)
-    path = Path(args.recovery_key) if args.recovery_key else humankeys.recovery_key_path(name)
+def _recovery_key(name: str, given: str | None) -> humankeys.HumanKey:
+    path = Path(given) if given else humankeys.recovery_key_path(name)
     recovery = humankeys.load_key(name, path)
     if recovery is None:
         raise Usage(f"no usable recovery key at {path} (a private regular file of yours, 0600, "
                     "as `lonca human recovery-key` wrote it)")
+    return recovery
+
+
+def _submit_recovery(c: Client, recovery: humankeys.HumanKey, repo: str, op: dict, staged: Path) -> dict:
+    """`op` signed by the recovery key, with no token (its signature is the credential); the
+    new key file takes the old one's place only once the worker took it."""
+    try:
+        res = c.call("human.submit", {"op": op, "sig": recovery.sign_op(repo, op)}, repo=repo)
+    except LoncaError:
+        staged.unlink()
+        raise
+    _adopt(recovery.name, staged)
+    return res
+
+
+def cmd_recover(args) -> int:
+    name = human_name(args)
+    recovery = _recovery_key(name, args.recovery_key)
     if not args.repo:
         raise Usage("name the repository to recover your name in with --repo")
     new, staged = _new_key_file(name)
     op = {"op": "human.recover", "human": name, "key": new.public}
     with Client() as c:
-        try:  # no token: the recovery key's signature is the credential
-            res = c.call("human.submit", {"op": op, "sig": recovery.sign_op(args.repo, op)}, repo=args.repo)
-        except LoncaError:
-            staged.unlink()
-            raise
-    _adopt(name, staged)
+        res = _submit_recovery(c, recovery, args.repo, op, staged)
     out = {"repo": args.repo, "human": name, **new.public, "fingerprint": humansig.fingerprint(new.public),
            "seq": res["seq"], "sessions_ended": res["sessions_ended"]}
     if args.json:
@@ -142,6 +189,33 @@ def cmd_revoke(args) -> int:
     else:
         print(f"{paint('allow', '32')}  {repo}: {args.name} revoked (seq {res['seq']}); "
               f"{res['sessions_ended']} sessions of that key ended")
+    return OK
+
+
+def cmd_recover_daemon_key(args) -> int:
+    name = human_name(args)
+    if not args.repo:
+        raise Usage("name the restored repository with --repo (repositories waiting for daemon.recover are not listed)")
+    recovery = _recovery_key(name, args.recovery_key) if args.recovery_key else None
+    out: dict = {"repo": args.repo, "human": name}
+    with Client() as c:
+        op = {"op": "daemon.recover", "key": c.call("ping")["daemon_key"]}
+        if recovery is None:
+            need_key(name)
+            res = human_submit(c, name, args.repo, op)
+        else:
+            new, staged = _new_key_file(name)
+            op["recover"] = {"human": name, "key": new.public}
+            res = _submit_recovery(c, recovery, args.repo, op, staged)
+            out.update(new.public, fingerprint=humansig.fingerprint(new.public), sessions_ended=res["sessions_ended"])
+    out.update(seq=res["seq"], decision=res["decision"], daemon_key=op["key"])
+    if args.json:
+        emit_json(out)
+    else:
+        print(f"{paint('allow', '32')}  {args.repo}: signed with this daemon's key {op['key'][:16]}… from seq {res['seq']}")
+        if recovery is not None:
+            print(f"{name} signs with a new key (fingerprint {out['fingerprint']}); the recovery key is spent: "
+                  f"`lonca human recovery-key --repo {args.repo}` sets a new one", file=sys.stderr)
     return OK
 
 

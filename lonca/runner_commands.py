@@ -86,11 +86,11 @@ def register(sub) -> None:
     ng.add_argument("--note", help="counter, decline: what you say")
 
     command(sub, "pending", "what waits for a human", cmd_pending, repo=True)
-    ap = command(sub, "approve", "approve a pending operation (signed with your file key)", cmd_approve, repo=True)
+    ap = command(sub, "approve", "approve a pending operation (signed with your key: the file key, or your security key)", cmd_approve, repo=True)
     ap.add_argument("seq", type=int)
     ap.add_argument("--checks", help="named checks the change owes from now on, comma-separated")
     ap.add_argument("--note")
-    rj = command(sub, "reject", "reject a pending operation (signed with your file key)", cmd_reject, repo=True)
+    rj = command(sub, "reject", "reject a pending operation (signed with your key: the file key, or your security key)", cmd_reject, repo=True)
     rj.add_argument("seq", type=int)
     rj.add_argument("--reason", required=True)
     pr = command(sub, "priority", "put a queued change ahead of the changes it is independent of (signed with "

@@ -2,7 +2,7 @@
 import secrets
 from dataclasses import dataclass
 
-from lonca.audit import RECOVERY_SIGNED
+from lonca.audit import recovery_signed
 from lonca.canonical import sha256_hex
 from lonca.protocol import AGENT_TOKEN_PREFIX, HUMAN_TOKEN_PREFIX, LoncaError
 
@@ -84,9 +84,8 @@ def check(credential: str, method: str, req: dict, tokens: Tokens, state: State,
 def _recovery(method: str, req: dict) -> bool:
     """A human.submit of an operation the recovery key signs (seed: it needs no session)."""
     params = req.get("params")
-    op = params.get("op") if isinstance(params, dict) else None
-    kind = op.get("op") if isinstance(op, dict) else None  # not validated yet: any JSON value
-    return method == "human.submit" and isinstance(kind, str) and kind in RECOVERY_SIGNED
+    op = params.get("op") if isinstance(params, dict) else None  # not validated yet: any JSON value
+    return method == "human.submit" and recovery_signed(op)
 
 
 def _agent(credential, method, repo, row: TokenRow, state: State, now_ms: int):

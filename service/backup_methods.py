@@ -7,7 +7,9 @@ store or a remote carries the log with the trees it names. A bundle holds every 
 commits the log names that no ref reaches (a proposal's commit lives in the log, not under refs/,
 and a policy commit lives off trunk): it is written with pygit2's PackBuilder, header and pack as
 git's bundle format v2 lays them out, so `git fetch <bundle>` reads it. A restore verifies the
-whole log offline (lonca.audit, the verifier of `lonca audit verify`) before anything is kept."""
+whole log offline (lonca.audit, the verifier of `lonca audit verify`) before anything is kept.
+A log on a daemon key this worker does not hold is kept too, marked foreign (seed: it waits for
+daemon.recover, service/key_methods.py)."""
 import asyncio
 import json
 import os
@@ -135,12 +137,12 @@ def _read_log(store: Path) -> list[tuple[str, str, str]]:
 
 def _log_key(rows: list[tuple[str, str, str]]) -> str:
     """The daemon key the log's last entries are signed with: repo.init's, or the last allowed
-    daemon.rotate's (the audit verified the chain of keys)."""
+    daemon.rotate's or daemon.recover's (the audit verified the chain of keys)."""
     key = json.loads(rows[0][0])["op"]["daemon_key"]
     for text, _hash, _sig in rows:
-        if '"daemon.rotate"' in text:   # a cheap filter before parsing: 100 000 entries
+        if '"daemon.r' in text:   # a cheap filter before parsing: 100 000 entries
             entry = json.loads(text)
-            if entry["op"].get("op") == "daemon.rotate" and entry["decision"].get("outcome") == "allow":
+            if entry["op"].get("op") in ("daemon.rotate", "daemon.recover") and entry["decision"].get("outcome") == "allow":
                 key = entry["op"]["key"]
     return key
 
@@ -171,9 +173,6 @@ async def restore(call: Call) -> dict:
         if problem:
             raise LoncaError("integrity", f"the log does not verify at {problem}; nothing was restored")
         key = _log_key(rows)
-        if not d.keys.holds(key):
-            raise LoncaError("foreign_key", f"the log is signed with daemon key {key}, not this daemon's; start the "
-                                            "worker with that key file to restore it (daemon.recover is not here yet)")
         target = d.config.store_path(name)
         if d.state.repo(name) or target.exists():
             raise LoncaError("conflict", f"the repository {name} exists")
@@ -203,5 +202,7 @@ async def restore(call: Call) -> dict:
     d.log.durable_next[name] = st.repos[name].next_seq
     seq, head, sig = count, rows[-1][1], rows[-1][2]
     write_witness(d.config.witness_dir, name, seq, head, sig)
-    return {"repo": name, "seq": seq, "head_hash": head, "daemon_key": key, "foreign": False,
+    # on another daemon's key, the repository is foreign: read, never written, until one of its
+    # humans signs a daemon.recover to this daemon's key (key_methods.decide_daemon_recover)
+    return {"repo": name, "seq": seq, "head_hash": head, "daemon_key": key, "foreign": not d.keys.holds(key),
             "path": str(d.config.store_path(name))}

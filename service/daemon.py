@@ -96,7 +96,8 @@ class Daemon:
             if self.engine.url.get_backend_name() == "postgresql":
                 self.db_lock = worker_lock.DatabaseLock(self.engine.url, self.engine.url.render_as_string(hide_password=True))
                 await asyncio.to_thread(self.db_lock.acquire)
-            logged = await asyncio.to_thread(db.daemon_keys_in_log, self.engine)
+            # the keys the logs end on, to name the one to restore when the key file is missing
+            logged = {} if self.config.key_path.exists() else await asyncio.to_thread(db.daemon_keys_in_log, self.engine)
             self.keys = daemonkey.DaemonKeys(self.config.key_path, daemonkey.load_or_create(self.config.key_path, logged))
             self.symbols.store = await asyncio.to_thread(SqliteTables, self.config.home / "symbols.db")
             checks_dir = self.config.home / "checks"

@@ -7,7 +7,7 @@ import shutil
 from typing import Awaitable, Callable
 
 from lonca import humansig, sshsig, webauthn
-from lonca.audit import RECOVERY_SIGNED
+from lonca.audit import recovered_human, recovery_signed
 from lonca.canonical import content_hash
 from lonca.protocol import LOGIN_TTL_DEFAULT_MS, LOGIN_TTL_MAX_MS, LoncaError
 
@@ -185,8 +185,13 @@ async def submit(call: Call) -> dict:
     decide_op = SUBMIT_OPS.get(kind)
     if decide_op is None:
         raise LoncaError("invalid", f"human.submit does not take {kind!r} operations")
-    if kind in RECOVERY_SIGNED:  # no session needed: the recovery key's signature is the credential
-        if sig["human"] != op["human"]:
+    if kind != "daemon.recover" and not d.keys.holds(rs.daemon_key):
+        raise LoncaError("foreign_key", f"{rs.name}'s log is on daemon key {rs.daemon_key[:16]}…, which this daemon "
+                                        "does not hold: the repository waits for daemon.recover (lonca human "
+                                        "recover-daemon-key), signed by one of its humans")
+    recovered = recovered_human(op)
+    if recovery_signed(op):  # no session needed: the recovery key's signature is the credential
+        if sig["human"] != recovered:
             raise LoncaError("denied", "bad_human_signature: a recovery is signed with the recovery key of the human it recovers")
     elif call.auth is None:
         raise LoncaError("unauthenticated", f"{kind} needs a human session; log in (lonca human login)")
@@ -195,15 +200,15 @@ async def submit(call: Call) -> dict:
 
     async def append(decide_op: Callable[..., Draft] = decide_op) -> dict:
         def decide() -> Draft:
-            if kind in RECOVERY_SIGNED:
-                key = rs.recovery.get(op["human"])
+            if recovered is not None:
+                key = rs.recovery.get(recovered)
                 if key is None:
-                    raise LoncaError("denied", f"not_enrolled: {op['human']} has no recovery key in {rs.name} "
+                    raise LoncaError("denied", f"not_enrolled: {recovered} has no recovery key in {rs.name} "
                                                "(human.recovery_key sets one; a recovery key recovers once)")
             else:
                 key = rs.humans.get(sig["human"])
             signatures.check_op(d.state, rs.name, op, sig, key, d.now_ms())
-            if key is not None and kind not in RECOVERY_SIGNED and (why := presence.required(rs, key, op)):
+            if key is not None and recovered is None and (why := presence.required(rs, key, op)):
                 raise LoncaError("denied", why)
             draft = decide_op(call, rs, op)
             draft.human = sig

@@ -10,7 +10,9 @@ rows are ended in the entry's transaction and in memory once it is durable.
 The daemon's own key rotates the same way, one repository at a time: daemon.prepare_rotate makes
 the next key, a signed daemon.rotate moves a repository's log to it (the entry itself is signed
 with the old key, the next ones with the new), and once no repository is left on the old key the
-next one replaces it (service/daemonkey.py)."""
+next one replaces it (service/daemonkey.py). A restored repository whose log is on a key this
+daemon does not hold (foreign) is adopted by a signed daemon.recover, the first entry signed with
+this daemon's key."""
 from typing import Callable
 
 from lonca.protocol import LoncaError
@@ -152,6 +154,30 @@ def decide_daemon_rotate(call: Call, rs: RepoState, op: dict) -> Draft:
                  result=lambda e: {"daemon_key": op["key"]})
 
 
-SUBMIT_OPS.update({"daemon.rotate": decide_daemon_rotate, "human.enroll": decide_enroll, "human.rotate": decide_rotate,
+def decide_daemon_recover(call: Call, rs: RepoState, op: dict) -> Draft:
+    """A foreign repository (restored from a log on another daemon's key) moves to this daemon's
+    key. Its humans vouch for the move: one signs it with their key and a session, or, with
+    `recover`, with their recovery key and no session, which also moves their name to a new key
+    (a machine lost with the human's key on it)."""
+    d = call.ctx
+    if d.keys.holds(rs.daemon_key):
+        raise LoncaError("invalid", f"{rs.name}'s log is on a key this daemon holds: nothing to recover "
+                                    "(a new daemon key is daemon.prepare_rotate and daemon.rotate)")
+    if op["key"] != d.keys.public:
+        raise LoncaError("invalid", "a recovery to a key the daemon does not hold: sign this daemon's key "
+                                    f"({d.keys.public[:16]}…, ping.daemon_key)")
+    recover = op.get("recover")
+    if recover is None:
+        return Draft(actor=call.auth.actor, op=op, decision=allow(), result=lambda e: {"daemon_key": op["key"]})
+    old = _enrolled(rs, recover["human"])
+    _new_key(rs, recover)
+    rows, effects = end_key_sessions(call, old)
+    return Draft(actor={"kind": "human", "name": recover["human"]}, op=op, decision=allow(), rows=rows,
+                 after_commit=effects, result=lambda e: {"daemon_key": op["key"], "human": recover["human"],
+                                                         "sessions_ended": len(rows)})
+
+
+SUBMIT_OPS.update({"daemon.rotate": decide_daemon_rotate, "daemon.recover": decide_daemon_recover,
+                   "human.enroll": decide_enroll, "human.rotate": decide_rotate,
                    "human.recovery_key": decide_recovery_key, "human.recover": decide_recover,
                    "human.revoke": decide_revoke, "freeze": decide_freeze, "unfreeze": decide_unfreeze})

@@ -269,8 +269,10 @@ class LogWriter:
         text = canonical(entry)
         hash_hex = sha256_hex(text)
         # the key this repository's log is on, taken now: an entry applied after it (daemon.rotate)
-        # may move the repository to the next key before this one is signed
-        signer = self.keys.signer(rs.daemon_key if rs else d.op["daemon_key"])
+        # may move the repository to the next key before this one is signed; a daemon.recover
+        # is signed with the key it adopts the log with (the old one is not held here)
+        on = d.op["key"] if d.op["op"] == "daemon.recover" else rs.daemon_key if rs else d.op["daemon_key"]
+        signer = self.keys.signer(on)
         self.state.apply(repo, entry, hash_hex)
         self._applied += 1
         return {"repo": repo, "seq": seq, "entry": text.decode(), "hash": hash_hex}, entry, signer

@@ -46,7 +46,8 @@ def required(rs: "RepoState", signer_key: dict, op: dict) -> str | None:
         return None
     why = "the hardened profile" if rs.profile == "hardened" else "the policy ([review] presence_required)"
     return (f"presence_required: {why} needs a key that proves presence (a passkey or security key) for "
-            f"{op['op']} in {rs.name}; sign it in the console, a file key only logs in, reads and prepares")
+            f"{op['op']} in {rs.name}; sign it in the console or with a security key (lonca human key --security-key), "
+            "a file key only logs in, reads and prepares")
 
 
 def check(key: dict, message: bytes, sig_hex: str, code: str, *, require_uv: bool) -> None:

@@ -62,6 +62,8 @@ class QueueRunner:
                 pass
             self.wake.clear()
             for rs in list(self.d.state.repos.values()):
+                if not self.d.keys.holds(rs.daemon_key):
+                    continue    # foreign: nothing can be logged there until a daemon.recover
                 try:
                     await self._check_trunk_ref(rs)
                     while rs.queue and not rs.frozen:

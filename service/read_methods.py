@@ -38,7 +38,9 @@ async def whoami(call: Call) -> dict:
 
 @method("repo.list", "any human")
 async def repo_list(call: Call) -> list:
-    return call.ctx.state.human_repos(call.auth.human, call.auth.key)
+    """Not the foreign ones (seed: waiting for daemon.recover), which whoami lists."""
+    d = call.ctx
+    return [r for r in d.state.human_repos(call.auth.human, call.auth.key) if d.keys.holds(d.state.repos[r].daemon_key)]
 
 
 @method("status", "read")
@@ -68,6 +70,8 @@ async def status(call: Call) -> dict:
         "policy_problem": pol.problem,
         "frozen": rs.frozen, "queue": list(rs.queue), "next_seq": rs.next_seq, "head_hash": rs.head_hash,
         "now_ms": now, "verification_day_ms": rs.verification_days.get(now // 86_400_000, 0), "daemon_key": rs.daemon_key,
+        # not in the seed: the log is on a key this daemon does not hold, waiting for daemon.recover
+        "foreign": not d.keys.holds(rs.daemon_key),
         "flaky": dict(sorted(rs.flaky.items())),
         "below_hardened": [], "profile": rs.profile, "unparsed_files": pol.unparsed_files,
         "humans": {n: {"alg": k["alg"], "public": k["public"], "recovery": rs.recovery[n]["public"] if n in rs.recovery else None,

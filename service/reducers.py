@@ -8,7 +8,7 @@ entry's `time_ms`)."""
 import heapq
 from typing import Callable
 
-from lonca.audit import RECOVERY_SIGNED
+from lonca.audit import recovered_human
 
 from .lease_model import Interest, LeaseSet, Reservation, any_conflict
 from .scope import full_scope
@@ -33,7 +33,7 @@ def apply(st: State, repo: str, entry: dict, hash_hex: str) -> None:
     rs.head_hash = hash_hex
     sig = entry.get("human")
     if sig:  # a recovery is signed with the recovery key: its sign count is that key's
-        keys = rs.recovery if kind in RECOVERY_SIGNED else rs.humans
+        keys = rs.recovery if recovered_human(op) is not None else rs.humans
         st.note_signature(sig, keys.get(sig["human"]))
     _expire(rs, entry["time_ms"])
     REDUCERS[kind](st, rs, entry, op, allowed)
@@ -226,6 +226,16 @@ def _daemon_rotate(st: State, rs: RepoState, entry: dict, op: dict, outcome: str
     """The entries after this one are signed with the new key (this one with the old)."""
     if outcome == "allow":
         rs.daemon_key = op["key"]
+
+
+def _daemon_recover(st: State, rs: RepoState, entry: dict, op: dict, outcome: str) -> None:
+    """A foreign log adopted: this entry and the next are signed with the adopting daemon's key;
+    with `recover`, the human's name also moves to a new key and the recovery key is spent."""
+    if outcome == "allow":
+        rs.daemon_key = op["key"]
+        if "recover" in op:
+            rs.humans[op["recover"]["human"]] = op["recover"]["key"]
+            rs.recovery.pop(op["recover"]["human"], None)
 
 
 def _policy_update(st: State, rs: RepoState, entry: dict, op: dict, outcome: str) -> None:
@@ -565,6 +575,7 @@ REDUCERS: dict[str, Reducer] = {
     "cap.revoke": _cap_revoke,
     "policy.update": _policy_update,
     "daemon.rotate": _daemon_rotate,
+    "daemon.recover": _daemon_recover,
     "freeze": _freeze,
     "unfreeze": _freeze,
     "lease.acquire": _apply_acquire,

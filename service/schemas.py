@@ -281,6 +281,8 @@ SUBMIT_OPS = Tagged("op", {
     "human.recover": Obj({"human": NAME, "key": HUMAN_KEY}, frozenset({"human", "key"})),
     "human.revoke": Obj({"human": NAME, "reason": TEXT}, frozenset({"human", "reason"})),
     "daemon.rotate": Obj({"key": HEX}, frozenset({"key"})),
+    "daemon.recover": Obj({"key": HEX, "recover": Obj({"human": NAME, "key": HUMAN_KEY}, frozenset({"human", "key"}))},
+                          frozenset({"key"})),
     "cap.revoke": Obj({"session": NAME, "reason": TEXT}, frozenset({"session", "reason"})),
     "freeze": Obj({"reason": TEXT}, frozenset({"reason"})),
     "unfreeze": Obj({"reason": TEXT}, frozenset({"reason"})),

@@ -9,7 +9,7 @@ from sqlalchemy import BigInteger, event
 from sqlalchemy.engine import Engine, make_url
 
 from lonca.protocol import LoncaError
-from sqlmodel import Field, SQLModel, Session, create_engine, select
+from sqlmodel import Field, SQLModel, Session, col, create_engine, select
 
 
 class LogRow(SQLModel, table=True):
@@ -119,10 +119,20 @@ def check_writable(url: str) -> None:
 
 
 def daemon_keys_in_log(engine: Engine) -> dict[str, str]:
-    """repo -> the daemon key its repo.init (seq 1) names: the key that signs its log."""
+    """repo -> the daemon key its log ends on: its repo.init's (seq 1), or the key of its last
+    allowed daemon.rotate or daemon.recover (read only when the key file is missing: a scan)."""
     with Session(engine) as s:
-        rows = s.exec(select(LogRow).where(LogRow.seq == 1))
-        return {r.repo: json.loads(r.entry)["op"].get("daemon_key", "") for r in rows}
+        rows = s.exec(select(LogRow).where((LogRow.seq == 1) | col(LogRow.entry).contains('"op":"daemon.r'))
+                      .order_by(col(LogRow.repo), col(LogRow.seq)))
+        keys: dict[str, str] = {}
+        for r in rows:
+            entry = json.loads(r.entry)
+            op = entry["op"]
+            if r.seq == 1:
+                keys[r.repo] = op.get("daemon_key", "")
+            elif op.get("op") in ("daemon.rotate", "daemon.recover") and entry["decision"]["outcome"] == "allow":
+                keys[r.repo] = op["key"]
+        return keys
 
 
 class CheckpointRow(SQLModel, table=True):
