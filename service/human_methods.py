@@ -11,9 +11,9 @@ from lonca.audit import RECOVERY_SIGNED
 from lonca.canonical import content_hash
 from lonca.protocol import LOGIN_TTL_DEFAULT_MS, LOGIN_TTL_MAX_MS, LoncaError
 
-from . import gitstore, presence, remotes, signatures
+from . import cedar_policy, gitstore, presence, remotes, signatures
 from .auth import new_human_token, token_hash
-from .log import Draft, allow
+from .log import Draft, allow, deny
 from .policy import load as load_policy
 from .methods import Call, method
 from .review_methods import decide_approve, decide_comment, decide_policy_update, decide_priority, decide_reject
@@ -174,6 +174,17 @@ SUBMIT_OPS: dict[str, Callable[..., Draft]] = {
 SUBMIT_AROUND: dict[str, Callable[..., Awaitable[dict]]] = {}
 
 
+def policy_denied(draft: Draft, reasons: list[str]) -> Draft:
+    """The draft denied by policy.cedar: logged as signed, with none of what its allowing did (the
+    rows, the after-commit work) and no agent token in its answer (a denied session.start
+    answers as one denied for its continuation does)."""
+    def result(entry: dict) -> dict:
+        out = draft.result(entry) if draft.result else {}
+        return {k: v for k, v in out.items() if k != "token"}
+    return Draft(actor=draft.actor, op=draft.op, decision=deny(*reasons), human=draft.human, facts=draft.facts,
+                 symbols_engine=draft.symbols_engine, result=result)
+
+
 @method("human.submit", "human", writes=True)
 async def submit(call: Call) -> dict:
     p = call.params
@@ -207,6 +218,8 @@ async def submit(call: Call) -> dict:
                 raise LoncaError("denied", why)
             draft = decide_op(call, rs, op)
             draft.human = sig
+            if draft.decision["outcome"] != "deny" and (why := cedar_policy.human_reasons(rs, sig["human"], op, draft.facts)):
+                return policy_denied(draft, why)
             return draft
         return await d.log.append(rs.name, decide)
 

@@ -4,6 +4,7 @@ import pygit2
 
 from lonca.protocol import LoncaError
 
+from .cedar_policy import CedarError, parse as parse_cedar
 from .gitstore import DAEMON_SIG
 from .log import Draft, allow, deny
 from .methods import Call, method
@@ -90,7 +91,9 @@ async def prepare_policy(call: Call) -> dict:
     config, cedar = call.params["config"], call.params.get("policy")
     try:
         parse(config)
-    except PolicyError as e:
+        if cedar is not None:
+            parse_cedar(cedar)
+    except (PolicyError, CedarError) as e:
         raise LoncaError("invalid", str(e)) from None
     parent = rs.policy_id  # read here: the thread reads no live state
 
@@ -112,8 +115,11 @@ def decide_policy_update(call: Call, rs: RepoState, op: dict) -> Draft:
     text = call.ctx.policy_text(rs.name, op["policy"])
     if text is None:
         raise LoncaError("invalid", "the policy commit has no lonca.toml; use human.prepare_policy")
+    cedar = call.ctx.policy_text(rs.name, op["policy"], "policy.cedar")
     try:
         parse(text)
-    except PolicyError as e:
+        if cedar is not None:
+            parse_cedar(cedar)
+    except (PolicyError, CedarError) as e:
         raise LoncaError("invalid", str(e)) from None
     return Draft(actor=call.auth.actor, op=op, decision=allow(), result=lambda e: {"policy": op["policy"]})

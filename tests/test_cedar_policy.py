@@ -1,0 +1,146 @@
+"""policy.cedar on the real worker (issue 14, "Policy"; docs/policy.md, "policy.cedar"): which
+humans may approve changes to which paths, which agents may lease and propose which paths; a
+policy that does not parse or does not fit Lonca's entities is refused at human.prepare_policy
+naming the line; a forbid is a logged deny with policy_forbid:<policy>; a restarted worker
+replays the same decisions and decides the same again."""
+import pytest
+
+from helpers import RepoEnv, acquire, human_key, login, propose
+from lonca.protocol import LoncaError
+
+CONFIG = '[review]\nagent_changes = "human"\ndistinct_humans = ["bob"]\n'
+APP = "def charge(amount):\n    return amount * 3\n\n\nclass Client:\n    def pay(self):\n        return charge(1)\n"
+UTIL = "def helper():\n    return 43\n"
+POLICY = """// everyone may do everything, except what the forbids below say
+@id("everyone")
+permit(principal, action, resource);
+
+@id("billing-owners")
+forbid(principal is Lonca::Human, action == Lonca::Action::"approve", resource is Lonca::Path)
+when { resource.path like "app*.py" }
+unless { principal.person == "alice" };
+
+@id("interns-stay-out-of-lib")
+forbid(principal is Lonca::Session,
+       action in [Lonca::Action::"lease.acquire", Lonca::Action::"change.propose"],
+       resource is Lonca::Path)
+when { principal.agent == "intern" && resource.path like "lib/*" };
+
+@id("no-renames")
+forbid(principal, action == Lonca::Action::"lease.acquire", resource)
+when { context.kind == "rename" };
+"""
+
+
+@pytest.fixture
+def env(worker, source_repo, monkeypatch):
+    monkeypatch.setenv("LONCA_HUMANS", worker.env["LONCA_HUMANS"])
+    return RepoEnv(worker, source_repo)
+
+
+def set_policy(env: RepoEnv, cedar: str, config: str = CONFIG) -> dict:
+    op = env.client.call("human.prepare_policy", {"config": config, "policy": cedar}, repo="demo", token=env.token)["op"]
+    return env.submit(op)
+
+
+def with_bob(env: RepoEnv) -> tuple:
+    bob = human_key("bob")
+    env.submit({"op": "human.enroll", "human": "bob", "key": bob.public})
+    return bob, login(env.client, bob)
+
+
+def pending(env: RepoEnv, agent: str, files: dict[str, str], symbol: str) -> int:
+    a = env.agent(agent)["token"]
+    assert acquire(env.client, a, symbol)["decision"]["outcome"] == "allow"
+    res = propose(env.client, a, env.trunk, files)
+    assert res["decision"]["outcome"] == "escalate", res
+    return next(p["seq"] for p in env.status()["pending"] if p["change"] == res["change"])
+
+
+def approve(env: RepoEnv, key, token: str, seq: int) -> dict:
+    op = {"op": "approve", "target_seq": seq}
+    return env.client.call("human.submit", {"op": op, "sig": key.sign_op("demo", op)}, repo="demo", token=token)
+
+
+@pytest.mark.parametrize("cedar, line, words", [
+    ('permit(principal, action, resource);\n\nforbid(principal, action, resource)\nwhen { context.kind == "x" &&& };\n',
+     "line 4", "invalid token"),
+    ('permit(principal, action, resource);\nforbid(principal, action == Lonca::Action::"aprove", resource);\n',
+     "line 2", "unrecognized action"),
+    ('// owners\npermit(principal, action, resource);\nforbid(principal, action, resource is Lonca::Path)\n'
+     'when { resource.pth == "x" };\n', "lines 3-4", "attribute `pth`"),
+])
+def test_invalid_cedar_is_refused_naming_the_line(env, cedar, line, words):
+    before = env.status()
+    with pytest.raises(LoncaError) as e:
+        set_policy(env, cedar)
+    assert e.value.code == "invalid", e.value
+    assert e.value.message.startswith(f"policy.cedar {line}: ") and words in e.value.message, e.value.message
+    after = env.status()
+    assert (after["next_seq"], after["policy"]) == (before["next_seq"], before["policy"])  # nothing written or logged
+
+
+def test_which_humans_may_approve_which_paths(env):
+    assert set_policy(env, POLICY)["decision"]["outcome"] == "allow"
+    bob, bob_token = with_bob(env)
+    app_seq = pending(env, "a1", {"app.py": APP}, "app.py#charge")
+    lib_seq = pending(env, "a2", {"lib/util.py": UTIL}, "lib/util.py#helper")
+    denied = approve(env, bob, bob_token, app_seq)
+    assert denied["decision"] == {"outcome": "deny", "reasons": ["policy_forbid:billing-owners"]}
+    assert any(p["seq"] == app_seq for p in env.status()["pending"])  # a denied approval counts for nothing
+    assert approve(env, bob, bob_token, lib_seq)["decision"]["outcome"] == "allow"
+    assert approve(env, env.human, env.token, app_seq)["decision"]["outcome"] == "allow"  # alice owns billing
+    assert not env.status()["pending"]
+    entry = next(e["entry"] for e in env.log() if e["entry"]["seq"] == denied["seq"])
+    assert entry["op"] == {"op": "approve", "target_seq": app_seq} and entry["human"]["human"] == "bob"
+    assert env.w.cli("audit", "verify").returncode == 0
+
+
+def test_which_agents_may_lease_and_propose_which_paths(env):
+    set_policy(env, POLICY)
+    intern, senior = env.agent("intern")["token"], env.agent("senior")["token"]
+    out = acquire(env.client, intern, "lib/util.py#helper")
+    assert out["decision"] == {"outcome": "deny", "reasons": ["policy_forbid:interns-stay-out-of-lib"]}
+    assert acquire(env.client, intern, "app.py#charge")["decision"]["outcome"] == "allow"
+    renamed = acquire(env.client, intern, {"symbol": "app.py#Client.pay", "kind": "rename"})
+    assert renamed["decision"] == {"outcome": "deny", "reasons": ["policy_forbid:no-renames"]}
+    assert acquire(env.client, senior, "lib/util.py#helper")["decision"]["outcome"] == "allow"
+    interest = env.client.call("lease.interest", {"items": [{"symbol": "lib/util.py#helper", "kind": "edit"}],
+                                                  "intent": "later"}, token=intern)
+    assert "policy_forbid:interns-stay-out-of-lib" not in interest["decision"]["reasons"]  # the forbid names acquire and propose
+    prop = propose(env.client, intern, env.trunk, {"app.py": APP, "lib/util.py": UTIL})
+    assert prop["decision"]["outcome"] == "deny"
+    assert "policy_forbid:interns-stay-out-of-lib" in prop["decision"]["reasons"], prop
+    assert env.client.call("change.get", {"change": prop["change"]}, token=intern)["status"]["status"] == "rejected"
+
+
+def test_without_a_permit_cedar_denies_and_policy_update_stays_open(env):
+    set_policy(env, '@id("x")\nforbid(principal, action == Lonca::Action::"freeze", resource);\n')
+    started = env.agent("a")  # session.start: no permit applies
+    assert started["decision"] == {"outcome": "deny", "reasons": ["policy_no_permit"]} and "token" not in started
+    assert env.submit({"op": "freeze", "reason": "x"})["decision"] == {"outcome": "deny", "reasons": ["policy_forbid:x"]}
+    # policy.update is never policy.cedar's to decide: a policy can not lock its own replacement out
+    assert set_policy(env, "permit(principal, action, resource);\n")["decision"]["outcome"] == "allow"
+    assert acquire(env.client, env.agent("b")["token"], "app.py#charge")["decision"]["outcome"] == "allow"
+
+
+def test_a_restarted_worker_replays_and_decides_the_same(env):
+    set_policy(env, POLICY)
+    bob, bob_token = with_bob(env)
+    app_seq = pending(env, "a1", {"app.py": APP}, "app.py#charge")
+    first = approve(env, bob, bob_token, app_seq)
+    intern = env.agent("intern")["token"]
+    lease = acquire(env.client, intern, "lib/util.py#helper")
+    log, status = env.log(), env.status()
+    env.w.stop()
+    env.w.start()
+    env.client = env.w.client().connect()
+    env.token = login(env.client, env.human)
+    bob_token = login(env.client, bob)
+    assert env.log() == log
+    again = env.status()
+    assert [p["seq"] for p in again["pending"]] == [p["seq"] for p in status["pending"]]
+    assert again["policy"] == status["policy"]
+    assert approve(env, bob, bob_token, app_seq)["decision"] == first["decision"]
+    assert acquire(env.client, intern, "lib/util.py#helper")["decision"] == lease["decision"]
+    assert env.w.cli("audit", "verify").returncode == 0
