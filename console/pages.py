@@ -220,6 +220,15 @@ async def sessions(request: Request) -> Response:
 
 
 @page
+async def forge(request: Request) -> Response:
+    """Import from a remote, push trunk to one, back up, restore (console/forge.py): forms only,
+    nothing here is drawn from the log but trunk."""
+    repo = request.path_params["repo"]
+    st = await call(request, "status", repo=repo)
+    return render(request, "forge.html", {"repo": repo, "st": st})
+
+
+@page
 async def log(request: Request) -> Response:
     repo = request.path_params["repo"]
     op_filter = request.query_params.get("op", "").strip()

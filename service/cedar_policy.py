@@ -146,12 +146,16 @@ class Unreadable:
 
 
 def load(text: str | None) -> "Cedar | Unreadable | None":
+    """What a policy commit's policy.cedar decides: None (nothing) when there is none or it holds
+    no policy (only comments: Cedar would deny everything for want of a permit, which a blank
+    file never means), an Unreadable when it does not parse."""
     if text is None:
         return None
     try:
-        return parse(text)
+        cedar = parse(text)
     except CedarError as e:
         return Unreadable(str(e))
+    return cedar if cedar.names else None
 
 
 def _uid(kind: str, name: str) -> dict:

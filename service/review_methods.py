@@ -5,6 +5,7 @@ import pygit2
 from lonca.protocol import LoncaError
 
 from .cedar_policy import CedarError, parse as parse_cedar
+from . import gitstore
 from .gitstore import DAEMON_SIG
 from .log import Draft, allow, deny
 from .methods import Call, method
@@ -100,8 +101,11 @@ async def prepare_policy(call: Call) -> dict:
     def write(store: pygit2.Repository) -> str:
         tb = store.TreeBuilder()
         tb.insert("lonca.toml", store.create_blob(config.encode()), pygit2.GIT_FILEMODE_BLOB)
-        if cedar is not None:
-            tb.insert("policy.cedar", store.create_blob(cedar.encode()), pygit2.GIT_FILEMODE_BLOB)
+        # no policy sent (the console's lonca.toml form): policy.cedar stays as the policy in force
+        # has it, so editing lonca.toml never drops who may do what (docs/policy.md, "policy.cedar")
+        kept = cedar if cedar is not None else gitstore.policy_text(store, parent, "policy.cedar")
+        if kept is not None:
+            tb.insert("policy.cedar", store.create_blob(kept.encode()), pygit2.GIT_FILEMODE_BLOB)
         sig = pygit2.Signature(call.auth.human, DAEMON_SIG[1], d.now_ms() // 1000, 0)
         return str(store.create_commit(None, sig, pygit2.Signature(*DAEMON_SIG, d.now_ms() // 1000, 0),
                                        "Lonca policy\n", tb.write(), [pygit2.Oid(hex=parent)]))

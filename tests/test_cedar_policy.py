@@ -144,3 +144,12 @@ def test_a_restarted_worker_replays_and_decides_the_same(env):
     assert approve(env, bob, bob_token, app_seq)["decision"] == first["decision"]
     assert acquire(env.client, intern, "lib/util.py#helper")["decision"] == lease["decision"]
     assert env.w.cli("audit", "verify").returncode == 0
+
+
+def test_lonca_toml_alone_keeps_policy_cedar_and_an_empty_one_decides_nothing(env):
+    set_policy(env, POLICY)
+    env.policy(CONFIG + "[leases]\nmax_sets = 8\n")  # as the console's policy form sends it: no policy
+    intern = env.agent("intern")["token"]
+    assert acquire(env.client, intern, "lib/util.py#helper")["decision"]["reasons"] == ["policy_forbid:interns-stay-out-of-lib"]
+    set_policy(env, "// nobody decides here for now\n")
+    assert acquire(env.client, intern, "lib/util.py#helper")["decision"]["outcome"] == "allow"
