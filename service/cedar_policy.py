@@ -119,7 +119,8 @@ def parse(text: str) -> Cedar:
     try:
         policies = cedarpy.PolicySet.from_str(text)
     except ValueError as e:
-        line = _parse_error_line(text, text.count("\n") + 1)
+        # a policy left open runs to the end of the file: its last line with text is where it stops
+        line = len(text.rstrip().split("\n")) if str(e) == _EOF else _parse_error_line(text, text.count("\n") + 1)
         raise CedarError(f"policy.cedar line {line}: {e} (docs/policy.md, \"policy.cedar\")") from None
     static = policies.to_pst().static_policies
     if policies.to_pst().templates:
@@ -143,6 +144,13 @@ class Unreadable:
     """policy.cedar of an imported trunk that does not parse: every request it would decide is
     denied (policy_unreadable) until a human sends one that does; the policy is never dropped."""
     problem: str
+
+
+def problem(cedar: "Cedar | Unreadable | None") -> str | None:
+    """Why the policy.cedar in force denies all it decides (status.policy_problem, lonca doctor)."""
+    if not isinstance(cedar, Unreadable):
+        return None
+    return f"{cedar.problem}; what it decides is denied (policy_unreadable) until a human sends one that parses"
 
 
 def load(text: str | None) -> "Cedar | Unreadable | None":

@@ -62,8 +62,9 @@ async def prepare_init(call: Call) -> dict:
 
     def read_staged() -> tuple[list[dict], str | None]:
         store = gitstore.open_store(staging)  # opened on the thread that reads it
-        return gitstore.list_tree(store, trunk), gitstore.policy_text(store, trunk)
-    files, text = await asyncio.to_thread(read_staged)
+        return (gitstore.list_tree(store, trunk), gitstore.policy_text(store, trunk),
+                gitstore.policy_text(store, trunk, "policy.cedar"))
+    files, text, cedar = await asyncio.to_thread(read_staged)
     imported = load_policy(text)
     page = d.config.limits.page_b64
     large = [{"path": f["path"], "size": f["size"]} for f in files if gitstore.b64_size(f["size"]) > page]
@@ -74,6 +75,8 @@ async def prepare_init(call: Call) -> dict:
     if imported.problem:
         warnings.append(f"{imported.problem}; the defaults hold until a human sends policy.update "
                         "(human.prepare_policy, docs/policy.md)")
+    if why := cedar_policy.problem(cedar_policy.load(cedar)):
+        warnings.append(f"{why} (human.prepare_policy, docs/policy.md)")
     op = {"op": "repo.init", "repo": name, "daemon_key": d.keys.public, "human": human, "human_key": key,
           "policy": trunk, "trunk": trunk, "profile": profile}
     row = PreparedRow(op_hash=content_hash(op), kind="repo.init", staging=str(staging), created_ms=d.now_ms())

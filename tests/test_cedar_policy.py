@@ -153,3 +153,31 @@ def test_lonca_toml_alone_keeps_policy_cedar_and_an_empty_one_decides_nothing(en
     assert acquire(env.client, intern, "lib/util.py#helper")["decision"]["reasons"] == ["policy_forbid:interns-stay-out-of-lib"]
     set_policy(env, "// nobody decides here for now\n")
     assert acquire(env.client, intern, "lib/util.py#helper")["decision"]["outcome"] == "allow"
+
+
+def test_a_forbid_that_fails_to_evaluate_denies(env):
+    set_policy(env, 'permit(principal, action, resource);\n@id("overflow")\n'
+                    'forbid(principal, action == Lonca::Action::"lease.acquire", resource)\n'
+                    'when { context.symbol like "lib/*" && 9223372036854775807 + 1 > 0 };\n')
+    a = env.agent("a")["token"]
+    assert acquire(env.client, a, "lib/util.py#helper")["decision"] == {"outcome": "deny", "reasons": ["policy_error:overflow"]}
+    assert acquire(env.client, a, "app.py#charge")["decision"]["outcome"] == "allow"  # the condition stops before the sum
+
+
+def test_an_imported_policy_cedar_that_does_not_parse_denies_until_replaced(worker, tmp_path, monkeypatch):
+    from conftest import git_repo
+    from helpers import init_repo
+    monkeypatch.setenv("LONCA_HUMANS", worker.env["LONCA_HUMANS"])
+    src = git_repo(tmp_path / "imported", {"app.py": APP, "policy.cedar": "permit(principal, action, resource)\n"})
+    key, c = human_key("alice"), worker.client().connect()
+    prepared = c.call("repo.prepare_init", {"repo": "demo", "human": "alice", "human_key": key.public,
+                                            "import_from": str(src), "branch": None})
+    assert any(w.startswith("policy.cedar line 1: unexpected end of input") for w in prepared["warnings"]), prepared
+    init_repo(c, key, "demo", import_from=str(src))
+    env = RepoEnv.__new__(RepoEnv)
+    env.w, env.human, env.client, env.token = worker, key, c, login(c, key)
+    assert "policy_unreadable" in env.status()["policy_problem"]
+    assert env.agent("a")["decision"] == {"outcome": "deny", "reasons": ["policy_unreadable"]}
+    set_policy(env, "permit(principal, action, resource);\n", config="")
+    assert env.status()["policy_problem"] is None
+    assert acquire(env.client, env.agent("b")["token"], "app.py#charge")["decision"]["outcome"] == "allow"
