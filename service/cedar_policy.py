@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable
 
 import cedarpy
+from cedarpy.pst import ActionEq, ActionIn, ScopeAny
 
 from .lease_model import split
 from .presence import proves_presence
@@ -66,6 +67,7 @@ class Cedar:
     policies: cedarpy.PolicySet
     names: dict[str, str]  # Cedar's id (policy0 …) -> its @id annotation, else that id
     forbids: frozenset[str]  # Cedar's ids of the forbid policies
+    open_actions: frozenset[str]  # actions it allows whatever is asked, without evaluating (_open_actions)
 
 
 def _lines(text: str, upto: int) -> str:
@@ -136,7 +138,30 @@ def parse(text: str) -> Cedar:
         raise CedarError(f"policy.cedar {where}: {err.error} (the entities, actions and attributes Lonca gives "
                          "are in docs/policy.md, \"policy.cedar\")")
     names = {pid: str(p.annotations.get("id") or pid) for pid, p in static.items()}
-    return Cedar(policies, names, frozenset(pid for pid, p in static.items() if p.effect == "forbid"))
+    forbids = frozenset(pid for pid, p in static.items() if p.effect == "forbid")
+    return Cedar(policies, names, forbids, _open_actions(static, forbids))
+
+
+def _open_actions(static: dict, forbids: frozenset[str]) -> frozenset[str]:
+    """The actions Cedar would allow on any request: a permit of everyone, every action and every
+    resource with no condition applies, and no forbid names the action (by ==, or in a list: Lonca's
+    actions belong to no group, which SCHEMA holds to, so `in` names just those). A request costs
+    about 40 us a path in cedarpy (docs/decisions.md, "policy.cedar: the cost"); the usual policy,
+    everything but a few forbids, then costs nothing for the actions it does not mention."""
+    everything = any(p.effect == "permit" and not p.clauses and all(isinstance(s, ScopeAny) for s in (p.principal, p.action, p.resource))
+                     for p in static.values())
+    if not everything:
+        return frozenset()
+    named: set[str] = set()
+    for pid in forbids:
+        scope = static[pid].action
+        if isinstance(scope, ActionEq):
+            named.add(scope.entity.id)
+        elif isinstance(scope, ActionIn):
+            named.update(e.id for e in scope.entities)
+        else:
+            return frozenset()  # a forbid of every action
+    return frozenset(a for a in HUMAN_ACTIONS + PATH_ACTIONS if a not in named)
 
 
 @dataclass(frozen=True)
@@ -195,6 +220,8 @@ def decide(rs: "RepoState", principal: dict, action: str, paths: Iterable[str] =
         return []
     if isinstance(cedar, Unreadable):
         return ["policy_unreadable"]
+    if action in cedar.open_actions:
+        return []
     repo = {"uid": _uid("Repo", rs.name), "parents": [], "attrs": {"name": rs.name}}
     entities = [principal, repo]
     requests = []

@@ -1,0 +1,42 @@
+"""The actions policy.cedar allows without evaluating (service/cedar_policy._open_actions) are
+exactly those Cedar itself allows on every request tried: an oracle test against cedarpy's own
+evaluation, for each kind of principal, over paths a forbid names and paths it does not."""
+import cedarpy
+import pytest
+
+from lonca.service import cedar_policy as cp
+
+HUMAN = {"uid": {"type": "Lonca::Human", "id": "bob"}, "parents": [],
+         "attrs": {"name": "bob", "person": "bob", "key": "ed25519", "presence": False}}
+SESSION = {"uid": {"type": "Lonca::Session", "id": "s-1"}, "parents": [],
+           "attrs": {"agent": "intern", "model": "m", "harness": "", "level": "unobserved", "tainted": False}}
+POLICIES = [
+    "permit(principal, action, resource);",
+    'permit(principal, action, resource);\nforbid(principal, action == Lonca::Action::"approve", resource is Lonca::Path)\n'
+    'when { resource.path like "pay/*" };',
+    'permit(principal, action, resource);\nforbid(principal is Lonca::Session, action in [Lonca::Action::"lease.acquire", '
+    'Lonca::Action::"change.propose"], resource);',
+    "permit(principal, action, resource);\nforbid(principal, action, resource is Lonca::Repo);",
+    'permit(principal, action, resource) when { context.repo == "demo" };\nforbid(principal, action == Lonca::Action::"freeze", resource);',
+    'permit(principal is Lonca::Human, action, resource);',
+]
+
+
+@pytest.mark.parametrize("text", POLICIES)
+def test_open_actions_are_allowed_on_every_request(text):
+    cedar = cp.parse(text)
+    for action in cp.HUMAN_ACTIONS + cp.PATH_ACTIONS:
+        allowed_everywhere = True
+        for principal in (HUMAN, SESSION):
+            for resource in ({"type": "Lonca::Path", "id": "pay/a.py"}, {"type": "Lonca::Path", "id": "src/a.py"},
+                             {"type": "Lonca::Repo", "id": "other"}):
+                entities = [principal, {"uid": resource, "parents": [], "attrs": {"path": resource["id"]} if
+                                        resource["type"] == "Lonca::Path" else {"name": resource["id"]}}]
+                req = {"principal": principal["uid"], "action": {"type": "Lonca::Action", "id": action}, "resource": resource,
+                       "context": {"repo": "other", "change": "", "kind": "edit", "symbol": ""}}
+                allowed_everywhere &= cedarpy.is_authorized(req, cedar.policies, entities).allowed
+        if action in cedar.open_actions:
+            assert allowed_everywhere, (text, action)
+    every = set(cp.HUMAN_ACTIONS + cp.PATH_ACTIONS)
+    expected = [every, every - {"approve"}, every - {"lease.acquire", "change.propose"}, set(), set(), set()]
+    assert set(cedar.open_actions) == expected[POLICIES.index(text)]
