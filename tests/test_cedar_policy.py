@@ -181,3 +181,20 @@ def test_an_imported_policy_cedar_that_does_not_parse_denies_until_replaced(work
     set_policy(env, "permit(principal, action, resource);\n", config="")
     assert env.status()["policy_problem"] is None
     assert acquire(env.client, env.agent("b")["token"], "app.py#charge")["decision"]["outcome"] == "allow"
+
+
+def test_the_documented_example_and_entities_are_the_code():
+    import re
+    from pathlib import Path
+
+    from lonca.service import cedar_policy
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "policy.md").read_text()
+    section = doc.split("## policy.cedar", 1)[1]
+    cedar = cedar_policy.parse(section.split("```cedar\n", 1)[1].split("```", 1)[0])
+    assert set(cedar.names.values()) == {"everyone", "billing-owners", "deploy-presence", "observed-in-src", "no-renames"}
+    documented = {m[1]: re.findall(r"`([a-z]+)`", m[2]) for m in re.finditer(r"^\| (`Lonca::\w+`|context) \| (.+) \|$", section, re.M)}
+    schema = {f"`Lonca::{name}`" if name != "Context" else "context": sorted(re.findall(r'"(\w+)"', body))
+              for name, body in re.findall(r"(?:entity|type) (\w+) = \{(.*?)\};", cedar_policy.SCHEMA)}
+    assert {k: sorted(v) for k, v in documented.items()} == schema
+    actions = {a for row in re.findall(r"^\| (`[a-z.]+`(?:, `[a-z.]+`)*) \|", section, re.M) for a in re.findall(r"`([a-z.]+)`", row)}
+    assert actions == set(cedar_policy.HUMAN_ACTIONS + cedar_policy.PATH_ACTIONS)
