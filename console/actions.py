@@ -257,7 +257,10 @@ async def _op_revoke(body, request, repo):
 async def _op_policy(body, request, repo):
     """The policy commit is written by the worker first; the human signs the op naming it."""
     config = _text(body.get("config"), "the new lonca.toml", limit=64 * 1024) + "\n"
-    op = (await call(request, "human.prepare_policy", {"config": config}, repo=repo))["op"]
+    params = {"config": config}
+    if isinstance(body.get("cedar"), str):  # the form's policy.cedar, empty included (then nothing is decided)
+        params["policy"] = body["cedar"].strip() + "\n" if body["cedar"].strip() else ""
+    op = (await call(request, "human.prepare_policy", params, repo=repo))["op"]
     return op, f"put policy {op['policy'][:12]} in force in {repo}"
 
 

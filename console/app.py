@@ -106,7 +106,7 @@ def create_app(settings: Settings) -> Starlette:
     app.state.timelines = Timelines()
     app.state.trees = Trees()
     app.state.queue_stats = QueueStatsKept()
-    app.state.policy_texts = {}     # (repo, policy commit) -> its lonca.toml: a commit never changes
+    app.state.policy_texts = {}     # (repo, policy commit, file) -> its lonca.toml or policy.cedar: a commit never changes
     app.state.templates = Jinja2Templates(directory=ROOT / "templates")
     views.register(app.state.templates.env)
     app.add_middleware(SessionMiddleware, store=app.state.sessions, settings=settings)
