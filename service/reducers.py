@@ -406,8 +406,12 @@ def _apply_approve(st: State, rs: RepoState, entry: dict, op: dict, outcome: str
 
 
 def _apply_reject(st: State, rs: RepoState, entry: dict, op: dict, outcome: str) -> None:
+    # a denied rejection leaves the pending entry waiting (policy.cedar can deny one; before it, the
+    # only denial was not_pending, with nothing to take out, so older logs replay the same)
+    if outcome != "allow":
+        return
     pending = rs.pending.pop(op["target_seq"], None)
-    if outcome != "allow" or pending is None:
+    if pending is None:
         return
     if pending.change and pending.change in rs.changes:
         rec = rs.changes[pending.change]

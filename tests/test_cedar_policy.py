@@ -1,8 +1,8 @@
 """policy.cedar on the real worker (issue 14, "Policy"; docs/policy.md, "policy.cedar"): which
 humans may approve changes to which paths, which agents may lease and propose which paths; a
 policy that does not parse or does not fit Lonca's entities is refused at human.prepare_policy
-naming the line; a forbid is a logged deny with policy_forbid:<policy>; a restarted worker
-replays the same decisions and decides the same again."""
+naming the line; a forbid is a logged deny with policy_forbid:<policy>; a worker that replays the
+whole log holds the same decisions and decides the same again."""
 import pytest
 
 from helpers import RepoEnv, acquire, human_key, login, propose
@@ -55,6 +55,15 @@ def pending(env: RepoEnv, agent: str, files: dict[str, str], symbol: str) -> int
     res = propose(env.client, a, env.trunk, files)
     assert res["decision"]["outcome"] == "escalate", res
     return next(p["seq"] for p in env.status()["pending"] if p["change"] == res["change"])
+
+
+def replay_whole(env: RepoEnv) -> None:
+    """The worker killed (no checkpoint at a stop), started again: it replays the whole log."""
+    env.w.proc.kill()
+    env.w.proc.wait()
+    env.w.start()
+    env.client = env.w.client().connect()
+    env.token = login(env.client, env.human)
 
 
 def approve(env: RepoEnv, key, token: str, seq: int) -> dict:
@@ -132,10 +141,7 @@ def test_a_restarted_worker_replays_and_decides_the_same(env):
     intern = env.agent("intern")["token"]
     lease = acquire(env.client, intern, "lib/util.py#helper")
     log, status = env.log(), env.status()
-    env.w.stop()
-    env.w.start()
-    env.client = env.w.client().connect()
-    env.token = login(env.client, env.human)
+    replay_whole(env)
     bob_token = login(env.client, bob)
     assert env.log() == log
     again = env.status()
@@ -198,3 +204,14 @@ def test_the_documented_example_and_entities_are_the_code():
     assert {k: sorted(v) for k, v in documented.items()} == schema
     actions = {a for row in re.findall(r"^\| (`[a-z.]+`(?:, `[a-z.]+`)*) \|", section, re.M) for a in re.findall(r"`([a-z.]+)`", row)}
     assert actions == set(cedar_policy.HUMAN_ACTIONS + cedar_policy.PATH_ACTIONS)
+
+
+def test_a_rejection_policy_cedar_denies_leaves_the_change_waiting(env):
+    set_policy(env, 'permit(principal, action, resource);\n@id("keep-billing")\n'
+                    'forbid(principal, action == Lonca::Action::"reject", resource is Lonca::Path) when { resource.path == "app.py" };\n')
+    seq = pending(env, "a1", {"app.py": APP}, "app.py#charge")
+    denied = env.submit({"op": "reject", "target_seq": seq, "reason": "no"})
+    assert denied["decision"] == {"outcome": "deny", "reasons": ["policy_forbid:keep-billing"]}
+    assert [p["seq"] for p in env.status()["pending"]] == [seq]
+    replay_whole(env)  # and so after replay
+    assert [p["seq"] for p in env.status()["pending"]] == [seq]
