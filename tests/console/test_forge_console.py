@@ -1,7 +1,7 @@
 """The forge page in real Chromium (issue 14, "Bridges to the forge" and "Backup and restore"):
 each button is one signing with the virtual authenticator, and its effect is checked outside the
-console: an import moves trunk to a real upstream's commit, a push lands trunk in a real bare
-remote, a backup writes a bundle git reads, a restore brings that bundle back on a second worker
+console: a push lands trunk in a real bare remote, an import brings back
+what a developer pushed there, a backup writes a bundle git reads, a restore brings that bundle back on a second worker
 (another home, the daemon key file carried over, as a machine's restore does) whose offline audit
 passes. axe-core finds nothing serious on the page at both sizes."""
 import re
@@ -26,23 +26,28 @@ def test_import_push_backup_and_restore_from_the_console(stack, new_page, make_c
     page.goto(console.url + "/r/demo/forge")
     expect(page.locator("nav a[aria-current=page]")).to_have_text("Forge")
 
-    refused = sign(page, "#import", remote=str(upstream))  # nothing new upstream yet
+    refused = sign(page, "#import", remote=str(upstream))  # nothing new upstream
     assert "up_to_date" in refused, refused
-    (upstream / "fees.py").write_text("def fee(x):\n    return x + 1\n")
-    git("add", ".", cwd=upstream)
-    git("commit", "-qm", "fees", cwd=upstream)
-    head = git("rev-parse", "HEAD", cwd=upstream)
-    done = sign(page, "#import", remote=str(upstream))
-    assert f"import {head[:12]}" in done and "allow" in done, done
-    page.reload()
-    expect(page.locator("main p code").first).to_have_text(head[:12])  # trunk is the imported commit
 
     bare = tmp_path / "remote.git"
     subprocess.run(["git", "init", "-q", "--bare", str(bare)], check=True)
     pushed = sign(page, "#push", remote=str(bare))
     assert "push trunk of demo" in pushed and "allow" in pushed, pushed
     expect(page.locator("#push pre.push-output")).to_contain_text("refs/heads/main")
-    assert git("rev-parse", "main", cwd=bare) == head
+    assert git("rev-parse", "main", cwd=bare) == git("rev-parse", "HEAD", cwd=upstream)
+
+    # a developer works on the remote Lonca pushed to; the import brings that in
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", "-b", "main", str(bare), str(clone)], check=True)
+    (clone / "fees.py").write_text("def fee(x):\n    return x + 1\n")
+    git("add", ".", cwd=clone)
+    git("commit", "-qm", "fees", cwd=clone)
+    git("push", "-q", "origin", "HEAD:main", cwd=clone)
+    head = git("rev-parse", "HEAD", cwd=clone)
+    done = sign(page, "#import", remote=str(bare), branch="main")  # a bare from `git init --bare`: HEAD names master
+    assert f"import {head[:12]}" in done and "allow" in done, done
+    page.reload()
+    expect(page.locator("main p code").first).to_have_text(head[:12])  # trunk is the imported commit
 
     backed = sign(page, "#backup")
     m = re.search(r"written to (\S+\.bundle)", backed)
