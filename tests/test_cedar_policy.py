@@ -3,10 +3,16 @@ humans may approve changes to which paths, which agents may lease and propose wh
 policy that does not parse or does not fit Lonca's entities is refused at human.prepare_policy
 naming the line; a forbid is a logged deny with policy_forbid:<policy>; a worker that replays the
 whole log holds the same decisions and decides the same again."""
+import base64
+import re
+from pathlib import Path
+
 import pytest
 
-from helpers import RepoEnv, acquire, human_key, login, propose
+from conftest import git_repo
+from helpers import RepoEnv, acquire, human_key, init_repo, login, propose
 from lonca.protocol import LoncaError
+from lonca.service import cedar_policy
 
 CONFIG = '[review]\nagent_changes = "human"\ndistinct_humans = ["bob"]\n'
 APP = "def charge(amount):\n    return amount * 3\n\n\nclass Client:\n    def pay(self):\n        return charge(1)\n"
@@ -171,8 +177,6 @@ def test_a_forbid_that_fails_to_evaluate_denies(env):
 
 
 def test_an_imported_policy_cedar_that_does_not_parse_denies_until_replaced(worker, tmp_path, monkeypatch):
-    from conftest import git_repo
-    from helpers import init_repo
     monkeypatch.setenv("LONCA_HUMANS", worker.env["LONCA_HUMANS"])
     src = git_repo(tmp_path / "imported", {"app.py": APP, "policy.cedar": "permit(principal, action, resource)\n"})
     key, c = human_key("alice"), worker.client().connect()
@@ -190,10 +194,6 @@ def test_an_imported_policy_cedar_that_does_not_parse_denies_until_replaced(work
 
 
 def test_the_documented_example_and_entities_are_the_code():
-    import re
-    from pathlib import Path
-
-    from lonca.service import cedar_policy
     doc = (Path(__file__).resolve().parents[1] / "docs" / "policy.md").read_text()
     section = doc.split("## policy.cedar", 1)[1]
     cedar = cedar_policy.parse(section.split("```cedar\n", 1)[1].split("```", 1)[0])
@@ -215,3 +215,22 @@ def test_a_rejection_policy_cedar_denies_leaves_the_change_waiting(env):
     assert [p["seq"] for p in env.status()["pending"]] == [seq]
     replay_whole(env)  # and so after replay
     assert [p["seq"] for p in env.status()["pending"]] == [seq]
+
+
+def test_lonca_policy_from_the_cli(env, tmp_path):
+    """`lonca policy --cedar FILE` signs with the file key; a file that does not parse exits 1
+    with the worker's words; lonca.toml in force is kept."""
+    env.policy(CONFIG)
+    bad, good = tmp_path / "bad.cedar", tmp_path / "policy.cedar"
+    bad.write_text("permit(principal, action, resource);\nforbid(principal, action, resource) when { &&& };\n")
+    good.write_text(POLICY)
+    res = env.w.cli("policy", "--repo", "demo", "--cedar", str(bad))
+    assert res.returncode == 1 and "invalid: policy.cedar line 2: invalid token" in res.stderr, res.stderr
+    out = env.w.cli_json("policy", "--repo", "demo", "--cedar", str(good))
+    assert out["decision"]["outcome"] == "allow" and out["policy"] == env.status()["policy"]
+    assert env.status()["policy_checks"] == [] and env.status()["pending"] == []
+    intern = env.agent("intern")["token"]
+    assert acquire(env.client, intern, "lib/util.py#helper")["decision"]["reasons"] == ["policy_forbid:interns-stay-out-of-lib"]
+    got = env.client.call("blobs", {"commit": out["policy"], "paths": ["lonca.toml"]}, repo="demo", token=env.token)
+    assert base64.b64decode(got[0]["content_b64"]).decode() == CONFIG  # lonca.toml in force, kept
+    assert env.w.cli("policy", "--repo", "demo").returncode == 3  # neither file: usage
