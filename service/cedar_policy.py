@@ -251,9 +251,9 @@ def decide(rs: "RepoState", principal: dict, action: str, paths: Iterable[str] =
 
 def human_reasons(rs: "RepoState", human: str, op: dict, facts: dict | None) -> list[str]:
     """Why policy.cedar denies a human's signed operation (HUMAN_ACTIONS; [] for the rest). An
-    approval, rejection or comment is asked on each path of the pending change (on the
-    repository for a pending operation that is no change), a priority on each of its change's,
-    a human's own change.propose on each path its facts touch."""
+    approval or rejection is asked on each path of the pending change (on the repository for a
+    pending operation that is no change), a comment on the file it is on, a priority on each
+    path of its change, a human's own change.propose on each path its facts touch."""
     kind = op["op"]
     if rs.policy.cedar is None or kind not in HUMAN_ACTIONS:
         return []
@@ -265,4 +265,6 @@ def human_reasons(rs: "RepoState", human: str, op: dict, facts: dict | None) -> 
         change = op["change"]
     rec = rs.changes.get(change)
     paths = touched_paths(facts or {}) if kind == "change.propose" else rec.paths if rec else []
+    if kind == "comment" and rec is not None:
+        paths = [op["path"]]  # a comment is on one file of the change (decide_comment checked which)
     return decide(rs, human_entity(rs, human), kind, paths, change=change)

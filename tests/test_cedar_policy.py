@@ -234,3 +234,15 @@ def test_lonca_policy_from_the_cli(env, tmp_path):
     got = env.client.call("blobs", {"commit": out["policy"], "paths": ["lonca.toml"]}, repo="demo", token=env.token)
     assert base64.b64decode(got[0]["content_b64"]).decode() == CONFIG  # lonca.toml in force, kept
     assert env.w.cli("policy", "--repo", "demo").returncode == 3  # neither file: usage
+
+
+def test_a_comment_is_asked_on_its_own_file(env):
+    set_policy(env, 'permit(principal, action, resource);\n@id("quiet-lib")\n'
+                    'forbid(principal, action == Lonca::Action::"comment", resource is Lonca::Path) when { resource.path like "lib/*" };\n')
+    a = env.agent("a1")["token"]
+    acquire(env.client, a, "app.py#charge", "lib/util.py#helper")
+    res = propose(env.client, a, env.trunk, {"app.py": APP, "lib/util.py": UTIL})
+    seq = next(p["seq"] for p in env.status()["pending"] if p["change"] == res["change"])
+    on = {"op": "comment", "target_seq": seq, "line": None, "symbol": None, "text": "why?", "request_changes": False}
+    assert env.submit({**on, "path": "app.py"})["decision"]["outcome"] == "allow"
+    assert env.submit({**on, "path": "lib/util.py"})["decision"]["reasons"] == ["policy_forbid:quiet-lib"]
