@@ -60,7 +60,7 @@ async def prepare_init(call: Call) -> dict:
     else:
         trunk = await asyncio.to_thread(gitstore.create_empty, staging, d.now_ms())
 
-    def read_staged() -> tuple[list[dict], str | None]:
+    def read_staged() -> tuple[list[dict], str | None, str | None]:
         store = gitstore.open_store(staging)  # opened on the thread that reads it
         return (gitstore.list_tree(store, trunk), gitstore.policy_text(store, trunk),
                 gitstore.policy_text(store, trunk, "policy.cedar"))

@@ -4,7 +4,7 @@ import pygit2
 
 from lonca.protocol import LoncaError
 
-from .cedar_policy import CedarError, parse as parse_cedar
+from .cedar_policy import CedarError, Unreadable, parse as parse_cedar
 from . import gitstore
 from .gitstore import DAEMON_SIG
 from .log import Draft, allow, deny
@@ -101,8 +101,8 @@ async def prepare_policy(call: Call) -> dict:
     def write(store: pygit2.Repository) -> str:
         tb = store.TreeBuilder()
         tb.insert("lonca.toml", store.create_blob(config.encode()), pygit2.GIT_FILEMODE_BLOB)
-        # no policy sent (the console's lonca.toml form): policy.cedar stays as the policy in force
-        # has it, so editing lonca.toml never drops who may do what (docs/policy.md, "policy.cedar")
+        # no policy sent: policy.cedar stays as the policy in force has it, so a client that edits
+        # lonca.toml alone never drops who may do what (docs/policy.md, "policy.cedar")
         kept = cedar if cedar is not None else gitstore.policy_text(store, parent, "policy.cedar")
         if kept is not None:
             tb.insert("policy.cedar", store.create_blob(kept.encode()), pygit2.GIT_FILEMODE_BLOB)
@@ -119,11 +119,8 @@ def decide_policy_update(call: Call, rs: RepoState, op: dict) -> Draft:
     text = call.ctx.policy_text(rs.name, op["policy"])
     if text is None:
         raise LoncaError("invalid", "the policy commit has no lonca.toml; use human.prepare_policy")
-    cedar = call.ctx.policy_text(rs.name, op["policy"], "policy.cedar")
-    try:
-        parse(text)
-        if cedar is not None:
-            parse_cedar(cedar)
-    except (PolicyError, CedarError) as e:
-        raise LoncaError("invalid", str(e)) from None
+    # parsed once, here in the writer, and kept for the replay of this entry and every decision after it
+    policy = call.ctx.state.policy_of(rs.name, op["policy"])
+    if why := policy.problem or (policy.cedar.problem if isinstance(policy.cedar, Unreadable) else None):
+        raise LoncaError("invalid", why)
     return Draft(actor=call.auth.actor, op=op, decision=allow(), result=lambda e: {"policy": op["policy"]})
