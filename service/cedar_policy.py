@@ -244,7 +244,7 @@ def decide(rs: "RepoState", principal: dict, action: str, paths: Iterable[str] =
         reasons += [f"policy_error:{cedar.names.get(p, p)}" for p in failed if p in cedar.forbids]
         if result.decision == cedarpy.Decision.Deny:
             applied = [f"policy_forbid:{cedar.names.get(p, p)}" for p in diag.reasons]
-            reasons += applied or ([] if failed else ["policy_no_permit"])
+            reasons += applied or ["policy_no_permit"]  # no forbid applied: no permit did (one that failed does not)
     return list(dict.fromkeys(reasons))
 
 

@@ -1,10 +1,14 @@
-"""The actions policy.cedar allows without evaluating (service/cedar_policy._open_actions) are
+"""What policy.cedar answers (service/cedar_policy.decide), and the actions it allows without evaluating (service/cedar_policy._open_actions) are
 exactly those Cedar itself allows on every request tried: an oracle test against cedarpy's own
 evaluation, for each kind of principal, over paths a forbid names and paths it does not."""
+from dataclasses import replace
+
 import cedarpy
 import pytest
 
 from lonca.service import cedar_policy as cp
+from lonca.service.policy import DEFAULT
+from lonca.service.state import RepoState, SessionRec
 
 HUMAN = {"uid": {"type": "Lonca::Human", "id": "bob"}, "parents": [],
          "attrs": {"name": "bob", "person": "bob", "key": "ed25519", "presence": False}}
@@ -40,3 +44,24 @@ def test_open_actions_are_allowed_on_every_request(text):
     every = set(cp.HUMAN_ACTIONS + cp.PATH_ACTIONS)
     expected = [every, every - {"approve"}, every - {"lease.acquire", "change.propose"}, set(), set(), set()]
     assert set(cedar.open_actions) == expected[POLICIES.index(text)]
+
+
+def repo_state(cedar_text: str) -> RepoState:
+    rs = RepoState(name="demo", daemon_key="k", trunk="t", policy_id="p", profile="cooperative",
+                   policy=replace(DEFAULT, cedar=cp.load(cedar_text)))
+    rs.sessions["s-1"] = SessionRec(id="s-1", agent="intern", model=None, task=None, scope={}, created_ms=0, expires_ms=1)
+    return rs
+
+
+@pytest.mark.parametrize("text, reasons", [
+    ("permit(principal, action, resource);", []),
+    ('@id("p") permit(principal, action, resource) when { 9223372036854775807 + 1 > 0 };', ["policy_no_permit"]),
+    ('permit(principal, action, resource);\n@id("f") forbid(principal, action, resource) when { 9223372036854775807 + 1 > 0 };',
+     ["policy_error:f"]),
+    ('@id("f") forbid(principal, action, resource) when { 9223372036854775807 + 1 > 0 };', ["policy_error:f", "policy_no_permit"]),
+    ('permit(principal, action, resource);\n@id("f") forbid(principal, action, resource);', ["policy_forbid:f"]),
+    ("// nothing but a comment", []),
+])
+def test_what_decide_answers(text, reasons):
+    rs = repo_state(text)
+    assert cp.decide(rs, cp.session_entity(rs, "s-1"), "change.propose", ["a.py", "b.py"]) == reasons
