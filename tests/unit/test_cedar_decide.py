@@ -1,6 +1,7 @@
-"""What policy.cedar answers (service/cedar_policy.decide), and the actions it allows without evaluating (service/cedar_policy._open_actions) are
-exactly those Cedar itself allows on every request tried: an oracle test against cedarpy's own
-evaluation, for each kind of principal, over paths a forbid names and paths it does not."""
+"""What policy.cedar answers (service/cedar_policy.decide) for a deny, a forbid or a permit that
+fails to evaluate, and no permit; and the actions it allows without evaluating (_open_actions),
+checked as an oracle against cedarpy's own evaluation, for each kind of principal, over paths a
+forbid names and paths it does not."""
 from dataclasses import replace
 
 import cedarpy
