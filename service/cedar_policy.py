@@ -248,7 +248,6 @@ def decide(rs: "RepoState", principal: dict, action: str, paths: Iterable[str] =
     return list(dict.fromkeys(reasons))
 
 
-
 def human_reasons(rs: "RepoState", human: str, op: dict, facts: dict | None) -> list[str]:
     """Why policy.cedar denies a human's signed operation (HUMAN_ACTIONS; [] for the rest). An
     approval or rejection is asked on each path of the pending change (on the repository for a
