@@ -187,6 +187,8 @@ def test_an_imported_policy_cedar_that_does_not_parse_denies_until_replaced(work
     env = RepoEnv.__new__(RepoEnv)
     env.w, env.human, env.client, env.token = worker, key, c, login(c, key)
     assert "policy_unreadable" in env.status()["policy_problem"]
+    doctor = next(c for c in env.w.cli_json("doctor")["checks"] if c["name"] == "policy demo")
+    assert doctor["level"] == "warn" and doctor["hint"] == "send one that parses: lonca policy --cedar FILE", doctor
     assert env.agent("a")["decision"] == {"outcome": "deny", "reasons": ["policy_unreadable"]}
     set_policy(env, "permit(principal, action, resource);\n", config="")
     assert env.status()["policy_problem"] is None
