@@ -15,11 +15,12 @@ reason; show it"): these are those.
 Every attribute is read from the state the decision is made on, which replay rebuilds from the
 log, and the policy commit is named in the log (policy.update): the same entries give the same
 decisions."""
+import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable
 
 import cedarpy
-from cedarpy.pst import ActionEq, ActionIn, ScopeAny
+from cedarpy.pst import ActionEq, ActionIn, ScopeAny, ScopeIs, Var
 
 from .lease_model import split
 from .presence import proves_presence
@@ -68,6 +69,7 @@ class Cedar:
     names: dict[str, str]  # Cedar's id (policy0 …) -> its @id annotation, else that id
     forbids: frozenset[str]  # Cedar's ids of the forbid policies
     open_actions: frozenset[str]  # actions it allows whatever is asked, without evaluating (_open_actions)
+    path_free: frozenset[str]  # path actions no policy tells paths apart for: asked once (_path_free)
 
 
 def _lines(text: str, upto: int) -> str:
@@ -139,7 +141,37 @@ def parse(text: str) -> Cedar:
                          "are in docs/policy.md, \"policy.cedar\")")
     names = {pid: str(p.annotations.get("id") or pid) for pid, p in static.items()}
     forbids = frozenset(pid for pid, p in static.items() if p.effect == "forbid")
-    return Cedar(policies, names, forbids, _open_actions(static, forbids))
+    return Cedar(policies, names, forbids, _open_actions(static, forbids), _path_free(static))
+
+
+def _may_apply(policy, action: str) -> bool:
+    scope = policy.action
+    if isinstance(scope, ActionEq):
+        return scope.entity.id == action
+    if isinstance(scope, ActionIn):
+        return any(e.id == action for e in scope.entities)
+    return True
+
+
+def _reads_resource(node) -> bool:
+    """Whether a condition reads `resource` anywhere (the PST is dataclasses and tuples)."""
+    if isinstance(node, Var):
+        return node.name == "resource"
+    if isinstance(node, tuple):
+        return any(_reads_resource(n) for n in node)
+    if dataclasses.is_dataclass(node):
+        return any(_reads_resource(getattr(node, f.name)) for f in dataclasses.fields(node))
+    return False
+
+
+def _path_free(static: dict) -> frozenset[str]:
+    """The path actions whose every policy that may apply is blind to which path: its resource
+    scope is any resource or any Path, and no condition reads `resource`. Every path then gets the
+    same answer, so one path is asked for all (an approval rule on the human alone costs one
+    request, not one a file). Lease actions are left out: their context differs by item."""
+    return frozenset(a for a in ("approve", "reject", "comment", "priority", "change.propose")
+                     if all(isinstance(p.resource, (ScopeAny, ScopeIs)) and not _reads_resource(p.clauses)
+                            for p in static.values() if _may_apply(p, a)))
 
 
 def _open_actions(static: dict, forbids: frozenset[str]) -> frozenset[str]:
@@ -152,16 +184,7 @@ def _open_actions(static: dict, forbids: frozenset[str]) -> frozenset[str]:
                      for p in static.values())
     if not everything:
         return frozenset()
-    named: set[str] = set()
-    for pid in forbids:
-        scope = static[pid].action
-        if isinstance(scope, ActionEq):
-            named.add(scope.entity.id)
-        elif isinstance(scope, ActionIn):
-            named.update(e.id for e in scope.entities)
-        else:
-            return frozenset()  # a forbid of every action
-    return frozenset(a for a in HUMAN_ACTIONS + PATH_ACTIONS if a not in named)
+    return frozenset(a for a in HUMAN_ACTIONS + PATH_ACTIONS if not any(_may_apply(static[pid], a) for pid in forbids))
 
 
 @dataclass(frozen=True)
@@ -226,6 +249,8 @@ def decide(rs: "RepoState", principal: dict, action: str, paths: Iterable[str] =
     entities = [principal, repo]
     requests = []
     targets: list[tuple[str | None, str, str]] = [(p, "", "") for p in sorted(set(paths))]
+    if action in cedar.path_free:
+        targets = targets[:1]
     targets += [(split(it["symbol"])[0], it["kind"], it["symbol"]) for it in items]
     seen: set[str] = set()
     for path, kind, symbol in targets if action in PATH_ACTIONS and targets else [(None, "", "")]:

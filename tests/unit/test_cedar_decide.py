@@ -66,3 +66,30 @@ def repo_state(cedar_text: str) -> RepoState:
 def test_what_decide_answers(text, reasons):
     rs = repo_state(text)
     assert cp.decide(rs, cp.session_entity(rs, "s-1"), "change.propose", ["a.py", "b.py"]) == reasons
+
+
+SHORTCUT_POLICIES = POLICIES + [
+    'permit(principal, action, resource);\n@id("presence") forbid(principal is Lonca::Human, action == Lonca::Action::"approve", '
+    'resource is Lonca::Path) unless { principal.presence };',
+    'permit(principal, action, resource);\n@id("one") forbid(principal, action, resource == Lonca::Path::"pay/a.py");',
+    'permit(principal, action, resource);\n@id("ctx") forbid(principal, action, resource) when { context.change == "c1" };',
+    'permit(principal, action, resource) unless { resource is Lonca::Path && resource.path like "pay/*" };',
+    '@id("only-alice") permit(principal is Lonca::Human, action, resource is Lonca::Path) when { principal.person == "alice" };',
+]
+
+
+@pytest.mark.parametrize("text", SHORTCUT_POLICIES)
+def test_the_shortcuts_answer_as_a_request_a_path_does(text):
+    """open_actions and path_free change the cost, never the answer: decide with them equals
+    decide asking every path (both left empty)."""
+    rs = repo_state(text)
+    whole = replace(rs.policy.cedar, open_actions=frozenset(), path_free=frozenset())
+    full = replace(rs, policy=replace(rs.policy, cedar=whole))
+    rs.humans["bob"] = {"alg": "webauthn-es256", "public": "00"}
+    full.humans = rs.humans
+    for principal in (cp.human_entity(rs, "bob"), cp.session_entity(rs, "s-1")):
+        for action in cp.HUMAN_ACTIONS + cp.PATH_ACTIONS:
+            for paths in ([], ["src/a.py"], ["a.py", "pay/a.py"], ["src/a.py", "pay/a.py", "pay/b.py"]):
+                for change in ("", "c1"):
+                    assert cp.decide(rs, principal, action, paths, change=change) == \
+                        cp.decide(full, principal, action, paths, change=change), (action, paths, change)
