@@ -15,13 +15,10 @@ from lonca.protocol import LoncaError, now_ms, session_start_op
 
 from . import ceremonies
 from .enrolments import Refused
-from .guard import NotLoggedIn, call, client_of, describe, guard, refuse, session_of
+from . import forge
+from .guard import NotLoggedIn, Refusal, call, client_of, describe, guard, refuse, session_of
 
 NAME_RE = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
-
-
-class Refusal(Exception):
-    """A request the console turns down before the worker sees it."""
 
 
 def problem(message: str, status: int = 422) -> JSONResponse:
@@ -260,13 +257,17 @@ async def _op_revoke(body, request, repo):
 async def _op_policy(body, request, repo):
     """The policy commit is written by the worker first; the human signs the op naming it."""
     config = _text(body.get("config"), "the new lonca.toml", limit=64 * 1024) + "\n"
-    op = (await call(request, "human.prepare_policy", {"config": config}, repo=repo))["op"]
+    params = {"config": config}
+    if isinstance(body.get("cedar"), str):  # the form's policy.cedar, empty included (then nothing is decided)
+        params["policy"] = body["cedar"].strip() + "\n" if body["cedar"].strip() else ""
+    op = (await call(request, "human.prepare_policy", params, repo=repo))["op"]
     return op, f"put policy {op['policy'][:12]} in force in {repo}"
 
 
 OPS = {"policy.update": _op_policy, "approve": _op_approve, "reject": _op_reject, "comment": _op_comment,
        "freeze": _op_freeze, "unfreeze": _op_freeze, "session.start": _op_session, "human.enroll": _op_enroll,
-       "human.revoke": _op_revoke}
+       "human.revoke": _op_revoke, "import.external": forge.op_import, "bridge.push": forge.op_push}
+STEP_UP = ("repo.backup", "repo.restore")  # no operation of the log: signed as a login of their own (console/forge.py)
 
 
 async def ceremony_begin(request: Request):
@@ -285,6 +286,14 @@ async def ceremony_begin(request: Request):
             op, summary = await OPS[kind](body, request, repo)
             c = ceremonies.for_op(kind, repo, s.human, op, summary)
             uv, credential_id = await _profile(request, repo) == "hardened", s.credential_id
+        elif kind in STEP_UP:
+            if not s.logged_in:
+                return problem("log in first", 401)
+            repo = _name(body.get("repo"), "the repository")
+            c = forge.step_up(kind, repo, s.human, body)
+            # a restore's repository is not here yet: no profile to read, verification as the key prefers
+            uv = kind == "repo.backup" and await _profile(request, repo) == "hardened"
+            credential_id = s.credential_id
         else:
             return problem(f"no ceremony {kind!r}")
     except Refusal as e:
@@ -325,6 +334,8 @@ async def ceremony_finish(request: Request):
             request.app.state.sessions.rotate(s)
             return JSONResponse({"ok": True, "message": f"created {c.repo} (seq {res['seq']}); log in with the same key",
                                  "redirect": f"/login?human={c.human}"})
+        if c.kind in STEP_UP:
+            return JSONResponse({"ok": True, **await forge.run_step_up(request, c, sig)})
         res = await call(request, "human.submit", {"op": c.op, "sig": sig}, repo=c.repo)
     except (NotLoggedIn, LoncaError, Unreachable) as e:
         return worker_problem(e)
@@ -337,6 +348,8 @@ async def ceremony_finish(request: Request):
     out = {"ok": True, "seq": res["seq"], "outcome": res["decision"]["outcome"],
            "message": f"{c.summary}: {res['decision']['outcome']} (seq {res['seq']})"
                       + (f" — {', '.join(res['decision']['reasons'])}" if res["decision"]["reasons"] else "")}
+    if c.kind == "bridge.push" and "push" in res:
+        out["push"] = res["push"]  # git's porcelain output, shown under the result
     if c.kind == "session.start" and "token" in res:
         out["agent_token"] = res["token"]  # shown once to the human who started it, never logged
         # where it goes: `session join` reads it from stdin (never a command line) into the workspace

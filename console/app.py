@@ -83,6 +83,7 @@ def create_app(settings: Settings) -> Starlette:
         Route("/r/{repo}/queue", pages.queue),
         Route("/r/{repo}/sessions", pages.sessions),
         Route("/r/{repo}/log", pages.log),
+        Route("/r/{repo}/forge", pages.forge),
         Route("/live/{repo}", live.live),
         Route("/webauthn/register/begin", actions.register_begin, methods=["POST"]),
         Route("/webauthn/register/finish", actions.register_finish, methods=["POST"]),
@@ -105,7 +106,7 @@ def create_app(settings: Settings) -> Starlette:
     app.state.timelines = Timelines()
     app.state.trees = Trees()
     app.state.queue_stats = QueueStatsKept()
-    app.state.policy_texts = {}     # (repo, policy commit) -> its lonca.toml: a commit never changes
+    app.state.policy_texts = {}     # (repo, policy commit, file) -> its lonca.toml or policy.cedar: a commit never changes
     app.state.templates = Jinja2Templates(directory=ROOT / "templates")
     views.register(app.state.templates.env)
     app.add_middleware(SessionMiddleware, store=app.state.sessions, settings=settings)

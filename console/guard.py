@@ -19,6 +19,10 @@ class NotLoggedIn(Exception):
     """The page needs a human session (none, or the worker ended it)."""
 
 
+class Refusal(Exception):
+    """A request the console turns down before the worker sees it."""
+
+
 def session_of(request: Request) -> BrowserSession:
     return request.scope["state"]["session"]
 

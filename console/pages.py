@@ -78,9 +78,11 @@ async def repos(request: Request) -> Response:
     names = await call(request, "repo.list")
     states = await asyncio.gather(*(call(request, "status", repo=n) for n in names))
     policies = await asyncio.gather(*(_policy_text(request, n, st["policy"]) for n, st in zip(names, states)))
+    cedars = await asyncio.gather(*(_policy_text(request, n, st["policy"], "policy.cedar") for n, st in zip(names, states)))
     if names and session_of(request).last_repo not in names:
         session_of(request).last_repo = names[0]
     return render(request, "repos.html", {"repos": list(zip(names, states)), "policies": dict(zip(names, policies)),
+                                          "cedars": dict(zip(names, cedars)),
                                           "requests": request.app.state.enrolments.all(),
                                           "namesakes": request.app.state.enrolments.namesakes()}, "_repos.html")
 
@@ -95,13 +97,13 @@ async def keys(request: Request) -> Response:
                                          "hardened": any(st["profile"] == "hardened" for st in states)})
 
 
-async def _policy_text(request: Request, repo: str, commit: str) -> str:
-    """lonca.toml in force, empty when the policy commit has none (the defaults hold); read
-    once a commit, as the page is drawn again on every log entry."""
+async def _policy_text(request: Request, repo: str, commit: str, name: str = "lonca.toml") -> str:
+    """lonca.toml (or policy.cedar) in force, empty when the policy commit has none (the defaults
+    hold; no Cedar decides); read once a commit, as the page is drawn again on every log entry."""
     known = request.app.state.policy_texts
-    if (repo, commit) not in known:
+    if (repo, commit, name) not in known:
         try:
-            got = await call(request, "blobs", {"commit": commit, "paths": ["lonca.toml"]}, repo=repo)
+            got = await call(request, "blobs", {"commit": commit, "paths": [name]}, repo=repo)
             text = base64.b64decode(got[0]["content_b64"]).decode("utf-8", "replace")
         except LoncaError as e:
             if e.code != "not_found":
@@ -109,8 +111,8 @@ async def _policy_text(request: Request, repo: str, commit: str) -> str:
             text = ""
         if len(known) >= 256:
             known.clear()
-        known[(repo, commit)] = text
-    return known[(repo, commit)]
+        known[(repo, commit, name)] = text
+    return known[(repo, commit, name)]
 
 
 @page
@@ -217,6 +219,15 @@ async def sessions(request: Request) -> Response:
     st = await call(request, "status", repo=repo)
     live = sorted(st["sessions"], key=lambda x: (not x["active"], -(x.get("created_ms") or 0)))
     return render(request, "sessions.html", {"repo": repo, "st": st, "sessions": live}, "_sessions.html")
+
+
+@page
+async def forge(request: Request) -> Response:
+    """Import from a remote, push trunk to one, back up, restore (console/forge.py): forms only,
+    nothing here is drawn from the log but trunk."""
+    repo = request.path_params["repo"]
+    st = await call(request, "status", repo=repo)
+    return render(request, "forge.html", {"repo": repo, "st": st})
 
 
 @page

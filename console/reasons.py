@@ -24,6 +24,10 @@ WORDS = {
     "conflict": "it conflicts with trunk on {0}",
     "stale_trunk": "it was proposed on a trunk that has moved",
     "frozen": "the repository is frozen: {0}",
+    "policy_forbid": "policy.cedar forbids it: the policy {0}",
+    "policy_no_permit": "no permit of policy.cedar applies to it (Cedar denies what no permit allows)",
+    "policy_error": "the policy {0} of policy.cedar could not be evaluated, so it counts as forbidding it",
+    "policy_unreadable": "policy.cedar does not parse: what it decides is denied until a human sends one that does",
     "same_human": "{0} approved already, and this name counts as the same human (names a human enrolled are "
                   "theirs unless [review] distinct_humans lists them)",
 }

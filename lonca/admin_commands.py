@@ -558,8 +558,10 @@ def _repo_checks(client: Client, name: str, repo: str, key: humankeys.Signer) ->
     out.append(_check(f"frozen {repo}", "pass", "not frozen") if not st["frozen"]
                else _check(f"frozen {repo}", "warn", f"frozen: {st['frozen']}", "a human unfreezes it"))
     out.append(_presence_check(name, repo, st, key))
-    if st.get("policy_problem"):    # an imported lonca.toml that does not parse: the defaults hold
+    if st.get("policy_problem"):    # an imported lonca.toml or policy.cedar that does not parse
+        cedar = st["policy_problem"].startswith("policy.cedar")
         out.append(_check(f"policy {repo}", "warn", st["policy_problem"],
+                          "send one that parses: lonca policy --cedar FILE" if cedar else
                           "the defaults hold; correct lonca.toml with human.prepare_policy and policy.update"))
     return out
 

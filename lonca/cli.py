@@ -39,10 +39,11 @@ def hook_parser() -> argparse.ArgumentParser:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from lonca import admin_commands, bridge_commands, console_commands, lonis, mcp_bridge, runner_commands
+    from lonca import admin_commands, bridge_commands, console_commands, lonis, mcp_bridge, policy_commands, runner_commands
     p, sub = _parser()
     admin_commands.register(sub)
     bridge_commands.register(sub)
+    policy_commands.register(sub)
     console_commands.register(sub)
     runner_commands.register(sub)
     harness.register(sub)

@@ -10,6 +10,7 @@ from lonca.protocol import LoncaError
 from lonca.queue.checks import TAIL_BYTES
 from lonca.symbols import SYMBOLS_ENGINE, compare_claim
 
+from . import cedar_policy
 from . import scope as scopes
 from .change_build import build_commit, check_files, commit_exists, facts_of, new_change_id
 from .lease_methods import advice, detail, held_detail, name_reasons, own_items
@@ -165,6 +166,7 @@ def decide_proposal(rs: RepoState, session: str, change: str | None, facts: dict
             deny_r.append(f"created_since_base:{p}")
     sc = rs.sessions[session].scope
     deny_r += [f"scope_path:{p}" for p in paths if not scopes.path_in(sc, p)]
+    deny_r += cedar_policy.decide(rs, cedar_policy.session_entity(rs, session), "change.propose", paths, change=change or "")
     touched = facts["edits"] + facts["adds"] + facts["deletes"]
     deny_r += [f"scope_symbol:{s}" for s in touched if not scopes.symbol_in(sc, s, nesting)]
     for op, syms in (("edit", facts["edits"]), ("insert", facts["adds"]), ("delete", facts["deletes"]),

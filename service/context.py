@@ -32,7 +32,7 @@ class Context:
     log: LogWriter
     now_ms: Callable[[], int]
     store: Callable[[str], pygit2.Repository]       # the calling thread's handle on a repository's store
-    policy_text: Callable[[str, str], str | None]   # lonca.toml of a commit (repo, commit)
+    policy_text: Callable[..., str | None]          # lonca.toml of a commit (repo, commit[, "policy.cedar"])
     tree_maps: TreeMaps
     manifests: Manifests                            # `tree`'s whole answers, rendered once a commit
     symbols: SymbolCache

@@ -7,6 +7,7 @@ import signal
 import sys
 import threading
 import time
+from dataclasses import replace
 
 import pygit2
 from sqlalchemy.exc import DatabaseError
@@ -23,6 +24,7 @@ from . import security_methods
 from .event_methods import Told
 from .hook_methods import HookSeen
 from .change_build import TreeMaps
+from .cedar_policy import load as load_cedar
 from .policy import Policy, load as load_policy
 from .queue_runner import QueueRunner
 from .ratelimit import RateLimiter, rate_limited
@@ -253,16 +255,18 @@ class Daemon:
             except pygit2.GitError as e:
                 raise LoncaError("git", f"trunk's ref of {repo} cannot be set back to {want}: {e}") from None
 
-    def policy_text(self, repo: str, commit_id: str) -> str | None:
-        """lonca.toml of a commit in the repository's store, None when absent."""
+    def policy_text(self, repo: str, commit_id: str, name: str = "lonca.toml") -> str | None:
+        """lonca.toml (or policy.cedar) of a commit in the repository's store, None when absent."""
         if not self.config.store_path(repo).exists():
             return None
-        return gitstore.policy_text(self.store(repo), commit_id)
+        return gitstore.policy_text(self.store(repo), commit_id, name)
 
     def policy_of(self, repo: str, commit_id: str) -> Policy:
+        """The policy of a commit, lonca.toml and policy.cedar, each parsed once per commit."""
         key = (repo, commit_id)
         if key not in self._policies:
-            self._policies[key] = load_policy(self.policy_text(repo, commit_id))
+            policy = load_policy(self.policy_text(repo, commit_id))
+            self._policies[key] = replace(policy, cedar=load_cedar(self.policy_text(repo, commit_id, "policy.cedar")))
         return self._policies[key]
 
     def queue_wake(self) -> None:

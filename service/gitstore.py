@@ -65,11 +65,11 @@ def commit_of(repo: pygit2.Repository, commit_id: str) -> pygit2.Commit:
     return obj
 
 
-def policy_text(repo: pygit2.Repository, commit_id: str) -> str | None:
-    """The lonca.toml of a commit (a regular file at the top), None when there is none."""
+def policy_text(repo: pygit2.Repository, commit_id: str, name: str = "lonca.toml") -> str | None:
+    """The lonca.toml (or policy.cedar) of a commit (a regular file at the top), None when there is none."""
     try:
         commit = repo.get(commit_id)
-        blob = repo[commit.tree["lonca.toml"].id]
+        blob = repo[commit.tree[name].id]
     except (KeyError, ValueError, AttributeError, TypeError):
         return None
     return blob.data.decode("utf-8", "replace") if isinstance(blob, pygit2.Blob) else None

@@ -11,9 +11,9 @@ from lonca.audit import recovered_human, recovery_signed
 from lonca.canonical import content_hash
 from lonca.protocol import LOGIN_TTL_DEFAULT_MS, LOGIN_TTL_MAX_MS, LoncaError
 
-from . import gitstore, presence, remotes, signatures
+from . import cedar_policy, gitstore, presence, remotes, signatures
 from .auth import new_human_token, token_hash
-from .log import Draft, allow
+from .log import Draft, allow, deny
 from .policy import load as load_policy
 from .methods import Call, method
 from .review_methods import decide_approve, decide_comment, decide_policy_update, decide_priority, decide_reject
@@ -60,10 +60,11 @@ async def prepare_init(call: Call) -> dict:
     else:
         trunk = await asyncio.to_thread(gitstore.create_empty, staging, d.now_ms())
 
-    def read_staged() -> tuple[list[dict], str | None]:
+    def read_staged() -> tuple[list[dict], str | None, str | None]:
         store = gitstore.open_store(staging)  # opened on the thread that reads it
-        return gitstore.list_tree(store, trunk), gitstore.policy_text(store, trunk)
-    files, text = await asyncio.to_thread(read_staged)
+        return (gitstore.list_tree(store, trunk), gitstore.policy_text(store, trunk),
+                gitstore.policy_text(store, trunk, "policy.cedar"))
+    files, text, cedar = await asyncio.to_thread(read_staged)
     imported = load_policy(text)
     page = d.config.limits.page_b64
     large = [{"path": f["path"], "size": f["size"]} for f in files if gitstore.b64_size(f["size"]) > page]
@@ -74,6 +75,8 @@ async def prepare_init(call: Call) -> dict:
     if imported.problem:
         warnings.append(f"{imported.problem}; the defaults hold until a human sends policy.update "
                         "(human.prepare_policy, docs/policy.md)")
+    if why := cedar_policy.problem(cedar_policy.load(cedar)):
+        warnings.append(f"{why} (human.prepare_policy, docs/policy.md)")
     op = {"op": "repo.init", "repo": name, "daemon_key": d.keys.public, "human": human, "human_key": key,
           "policy": trunk, "trunk": trunk, "profile": profile}
     row = PreparedRow(op_hash=content_hash(op), kind="repo.init", staging=str(staging), created_ms=d.now_ms())
@@ -174,6 +177,17 @@ SUBMIT_OPS: dict[str, Callable[..., Draft]] = {
 SUBMIT_AROUND: dict[str, Callable[..., Awaitable[dict]]] = {}
 
 
+def policy_denied(draft: Draft, reasons: list[str]) -> Draft:
+    """The draft denied by policy.cedar: logged as signed, with none of what its allowing did (the
+    rows, the after-commit work) and no agent token in its answer (a denied session.start
+    answers as one denied for its continuation does)."""
+    def result(entry: dict) -> dict:
+        out = draft.result(entry) if draft.result else {}
+        return {k: v for k, v in out.items() if k != "token"}
+    return Draft(actor=draft.actor, op=draft.op, decision=deny(*reasons), human=draft.human, facts=draft.facts,
+                 symbols_engine=draft.symbols_engine, result=result)
+
+
 @method("human.submit", "human", writes=True)
 async def submit(call: Call) -> dict:
     p = call.params
@@ -212,6 +226,8 @@ async def submit(call: Call) -> dict:
                 raise LoncaError("denied", why)
             draft = decide_op(call, rs, op)
             draft.human = sig
+            if draft.decision["outcome"] != "deny" and (why := cedar_policy.human_reasons(rs, sig["human"], op, draft.facts)):
+                return policy_denied(draft, why)
             return draft
         return await d.log.append(rs.name, decide)
 

@@ -7,6 +7,7 @@ import time as _time
 from lonca.protocol import LoncaError
 from lonca.symbols.twins import is_twin, one_definition
 
+from . import cedar_policy
 from . import scope as scopes
 from . import trunk_tables
 from .lease_model import LeaseSet, any_conflict, items_conflict, member, split
@@ -246,6 +247,7 @@ async def acquire(call: Call) -> dict:
         if not intent.strip():
             reasons.append("intent_required")
         reasons += scopes.item_reasons(rs.sessions[me].scope, items, nesting)
+        reasons += cedar_policy.decide(rs, cedar_policy.session_entity(rs, me), "lease.acquire", items=items)
         existing = rs.sets.get(set_id)
         if existing and existing.session != me:
             reasons.append("invalid_lease_set")
@@ -330,6 +332,7 @@ async def interest(call: Call) -> dict:
             reasons.append("lease_free")
         if any(i.session == me and i.items == items for i in rs.interests):
             reasons.append("interest_exists")
+        reasons += cedar_policy.decide(rs, cedar_policy.session_entity(rs, me), "lease.interest", items=items)
         op = {"op": "lease.interest", "items": items, "intent": intent}
         return Draft(actor=call.auth.actor, op=op, decision=deny(*reasons) if reasons else allow(),
                      result=lambda e: {"set": None, "details": details, "advice": advice(details),

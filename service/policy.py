@@ -68,6 +68,9 @@ class Policy:
     runners: int = 1  # checks run at once; above 1, independent lanes are verified in parallel
     runner: str = "embedded"  # or "celery": checks run on `lonca runner` processes through the broker
     problem: str | None = None  # why lonca.toml could not be read (then these are the defaults)
+    # policy.cedar of the same commit, parsed once (service/cedar_policy.py: a Cedar, an
+    # Unreadable, or None when the commit has none); not a key of lonca.toml
+    cedar: Any = field(default=None, compare=False)
 
     @property
     def readable(self) -> bool:

@@ -8,6 +8,7 @@ import lonca
 from lonca.protocol import PROTOCOL, LoncaError, actor_label
 
 from . import gitstore
+from .cedar_policy import problem as cedar_problem
 from .log import entry_json
 from .methods import Call, method
 from .store import read_log
@@ -67,7 +68,7 @@ async def status(call: Call) -> dict:
             "runs": pol.runs(rec) if rec else None})
     return {
         "repo": rs.name, "trunk": rs.trunk, "policy": rs.policy_id, "policy_checks": pol.check_names,
-        "policy_problem": pol.problem,
+        "policy_problem": pol.problem or cedar_problem(pol.cedar),
         "frozen": rs.frozen, "queue": list(rs.queue), "next_seq": rs.next_seq, "head_hash": rs.head_hash,
         "now_ms": now, "verification_day_ms": rs.verification_days.get(now // 86_400_000, 0), "daemon_key": rs.daemon_key,
         # not in the seed: the log is on a key this daemon does not hold, waiting for daemon.recover

@@ -254,8 +254,11 @@ def _freeze(st: State, rs: RepoState, entry: dict, op: dict, outcome: str) -> No
 def _apply_acquire(st: State, rs: RepoState, entry: dict, op: dict, outcome: str) -> None:
     t, me = entry["time_ms"], entry["actor"]["session"]
     if outcome != "allow":
-        for s, _held, _want, _pinned in rs.holders(op["items"], me, t):
-            s.wanted_ms = t  # someone waits: renewing past max_hold is refused from now on
+        # someone waits: renewing past max_hold is refused from now on; not a session policy.cedar
+        # forbids the items, which would wait for ever (its reasons are new: older logs replay the same)
+        if not any(r.startswith("policy_") for r in entry["decision"]["reasons"]):
+            for s, _held, _want, _pinned in rs.holders(op["items"], me, t):
+                s.wanted_ms = t
         return
     existing = rs.sets.get(op["set"])
     if existing:
@@ -416,8 +419,12 @@ def _apply_approve(st: State, rs: RepoState, entry: dict, op: dict, outcome: str
 
 
 def _apply_reject(st: State, rs: RepoState, entry: dict, op: dict, outcome: str) -> None:
+    # a denied rejection leaves the pending entry waiting (policy.cedar can deny one; before it, the
+    # only denial was not_pending, with nothing to take out, so older logs replay the same)
+    if outcome != "allow":
+        return
     pending = rs.pending.pop(op["target_seq"], None)
-    if outcome != "allow" or pending is None:
+    if pending is None:
         return
     if pending.change and pending.change in rs.changes:
         rec = rs.changes[pending.change]

@@ -4,6 +4,8 @@ import pygit2
 
 from lonca.protocol import LoncaError
 
+from .cedar_policy import CedarError, Unreadable, parse as parse_cedar
+from . import gitstore
 from .gitstore import DAEMON_SIG
 from .log import Draft, allow, deny
 from .methods import Call, method
@@ -90,15 +92,20 @@ async def prepare_policy(call: Call) -> dict:
     config, cedar = call.params["config"], call.params.get("policy")
     try:
         parse(config)
-    except PolicyError as e:
+        if cedar is not None:
+            parse_cedar(cedar)
+    except (PolicyError, CedarError) as e:
         raise LoncaError("invalid", str(e)) from None
     parent = rs.policy_id  # read here: the thread reads no live state
 
     def write(store: pygit2.Repository) -> str:
         tb = store.TreeBuilder()
         tb.insert("lonca.toml", store.create_blob(config.encode()), pygit2.GIT_FILEMODE_BLOB)
-        if cedar is not None:
-            tb.insert("policy.cedar", store.create_blob(cedar.encode()), pygit2.GIT_FILEMODE_BLOB)
+        # no policy sent: policy.cedar stays as the policy in force has it, so a client that edits
+        # lonca.toml alone never drops who may do what (docs/policy.md, "policy.cedar")
+        kept = cedar if cedar is not None else gitstore.policy_text(store, parent, "policy.cedar")
+        if kept is not None:
+            tb.insert("policy.cedar", store.create_blob(kept.encode()), pygit2.GIT_FILEMODE_BLOB)
         sig = pygit2.Signature(call.auth.human, DAEMON_SIG[1], d.now_ms() // 1000, 0)
         return str(store.create_commit(None, sig, pygit2.Signature(*DAEMON_SIG, d.now_ms() // 1000, 0),
                                        "Lonca policy\n", tb.write(), [pygit2.Oid(hex=parent)]))
@@ -112,8 +119,8 @@ def decide_policy_update(call: Call, rs: RepoState, op: dict) -> Draft:
     text = call.ctx.policy_text(rs.name, op["policy"])
     if text is None:
         raise LoncaError("invalid", "the policy commit has no lonca.toml; use human.prepare_policy")
-    try:
-        parse(text)
-    except PolicyError as e:
-        raise LoncaError("invalid", str(e)) from None
+    # parsed once, here in the writer, and kept for the replay of this entry and every decision after it
+    policy = call.ctx.state.policy_of(rs.name, op["policy"])
+    if why := policy.problem or (policy.cedar.problem if isinstance(policy.cedar, Unreadable) else None):
+        raise LoncaError("invalid", why)
     return Draft(actor=call.auth.actor, op=op, decision=allow(), result=lambda e: {"policy": op["policy"]})

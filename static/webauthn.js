@@ -80,6 +80,12 @@
     const credential = await navigator.credentials.get({publicKey: options});
     const done = await post("/ceremony/finish", {ceremony: begun.ceremony, credential: credential.toJSON()});
     show(form, done.message, done.outcome === "deny" ? "error" : "ok");
+    if (done.push) {  // git's porcelain output of a push
+      const pre = document.createElement("pre");
+      pre.className = "push-output";
+      pre.textContent = done.push;
+      form.querySelector("[data-ceremony-result]").append(pre);
+    }
     if (done.agent_token) {
       const out = form.querySelector("[data-ceremony-result]");
       out.append(document.createElement("br"), "The agent's token, shown once: ", shown("agent-token", done.agent_token),

@@ -73,7 +73,7 @@ def test_no_serious_violation_on_any_page(stack, new_page, tmp_path, axe_source)
     assert "allow" in sign(page, "form[data-ceremony='comment']", text="why one more?")
     expect(page.locator("#part-comments li[data-comment]")).to_have_count(1)
     pages = ["/repos", "/keys", "/security", "/r/demo/review", change, change + "?view=split", change + "/compare?from=1&to=2",
-             "/r/demo/queue", "/r/demo/sessions", "/r/demo/log"]
+             "/r/demo/queue", "/r/demo/sessions", "/r/demo/log", "/r/demo/forge"]
     tables = 0
     for path in pages:
         for vp in VIEWPORTS:

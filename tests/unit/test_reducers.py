@@ -100,6 +100,17 @@ def test_a_denied_acquire_marks_the_holder_wanted():
     assert rs.sets["L1"].wanted_ms == c.clock() and "L2" not in rs.sets
 
 
+def test_an_acquire_policy_cedar_denies_leaves_the_holder_unwanted():
+    """The session can never have the items: it waits for nothing, and the holder may renew."""
+    c = Chain()
+    c.start("s1")
+    c.start("s2")
+    c.acquire("s1", "L1", ["a.py#f"])
+    c.add({"op": "lease.acquire", "set": "L2", "items": [{"symbol": "a.py#f", "kind": "edit"}], "ttl_ms": 600_000,
+           "intent": "work"}, actor=agent("s2"), outcome="deny", reasons=["lease_held:a.py#f:s1:work", "policy_forbid:x"])
+    assert replay(c).repo("demo").sets["L1"].wanted_ms is None
+
+
 def test_replay_in_two_parts_equals_replay_at_once():
     c = Chain()
     c.start("s1")
