@@ -1,7 +1,6 @@
 """Lease figures: 64 agents acquiring, renewing and releasing leases on distinct symbols of a
 2 000-file repository, beside the same run's single-row durable SQLite commit rate; and the same
 load with 100 000 unrelated items held against 1 000 held (the conflict check is indexed by path)."""
-import asyncio
 import json
 import os
 import subprocess
@@ -64,7 +63,7 @@ def run_load(held: int, src: Path) -> tuple[float, list[float]]:
                 {"id": 3, "method": "lease.release", "token": t, "params": {"set": s}},
             ])
         with w.profiling():
-            n, lat = asyncio.run(drive(w.socket, reqs, DURATION))
+            n, lat = drive(w.socket, reqs, DURATION)
         if out:
             cpu = json.loads(out.read_text())
             print(f"{held} held: {n} requests; worker CPU {cpu['process_cpu_s'] / n * 1e6:.0f} us a request, "

@@ -15,7 +15,7 @@ import time
 from lonca.admin_commands import cmd_daemon
 from lonca.cli import build_parser
 
-_profile = cProfile.Profile() if os.environ.get("LONCA_BENCH_CPROFILE") == "1" else None
+_profile = cProfile.Profile(time.thread_time) if os.environ.get("LONCA_BENCH_CPROFILE") == "1" else None
 _pauses: list[tuple[int, float]] = []   # (generation, ms) of each collection while measuring
 _collect_started: list[float] = []
 _cpu_at_start: list[float] = []
