@@ -5,6 +5,7 @@ import json
 import os
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 from bench.worker import BenchWorker, drive, pct, sqlite_commit_rate, table
@@ -63,11 +64,14 @@ def run_load(held: int, src: Path) -> tuple[float, list[float]]:
                 {"id": 3, "method": "lease.release", "token": t, "params": {"set": s}},
             ])
         with w.profiling():
+            client_s = time.process_time()
             n, lat = drive(w.socket, reqs, DURATION)
+            client_s = time.process_time() - client_s
         if out:
             cpu = json.loads(out.read_text())
             print(f"{held} held: {n} requests; worker CPU {cpu['process_cpu_s'] / n * 1e6:.0f} us a request, "
-                  f"its event loop {cpu['loop_cpu_s'] / n * 1e6:.0f} us; collections {cpu['gc']}", flush=True)
+                  f"its event loop {cpu['loop_cpu_s'] / n * 1e6:.0f} us, the bench's client {client_s / n * 1e6:.0f} us; "
+                  f"collections {cpu['gc']}", flush=True)
         return n / DURATION, lat
     finally:
         w.stop()

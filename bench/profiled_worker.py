@@ -1,7 +1,9 @@
 """`lonca daemon` measured over a bench's measured phase only: SIGUSR1 starts, SIGUSR2 stops
 and writes to $LONCA_BENCH_PROFILE_OUT a JSON summary (the CPU seconds of the process and of its
 event loop's thread, the collector's pauses by generation) and, with LONCA_BENCH_CPROFILE=1,
-cProfile's stats of the loop's thread beside it (`.prof`, read with `python -m pstats`).
+cProfile's stats of the loop's thread beside it (`.prof`, read with `python -m pstats`), timed
+in that thread's CPU seconds: in wall time a wait for a core or for the GIL counted against
+whatever function was running, epoll's poll above all.
 CPU seconds are what a request costs whatever else runs on a shared machine; setup (imports,
 sessions, unrelated leases) stays out. py-spy could not attach on the shared machines."""
 import cProfile
