@@ -71,7 +71,7 @@ def run_load(held: int, src: Path) -> tuple[float, list[float]]:
             cpu = json.loads(out.read_text())
             print(f"{held} held: {n} requests; worker CPU {cpu['process_cpu_s'] / n * 1e6:.0f} us a request, "
                   f"its event loop {cpu['loop_cpu_s'] / n * 1e6:.0f} us, the bench's client {client_s / n * 1e6:.0f} us; "
-                  f"collections {cpu['gc']}", flush=True)
+                  f"{cpu['entries'] / max(1, cpu['commits']):.1f} entries a commit; collections {cpu['gc']}", flush=True)
         return n / DURATION, lat
     finally:
         w.stop()
