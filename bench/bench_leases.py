@@ -48,6 +48,8 @@ def run_load(held: int, src: Path) -> tuple[float, list[float]]:
     <folder>/leases-<held>.json (bench/profiled_worker.py), and its CPU per request printed."""
     folder = os.environ.get("LONCA_BENCH_PROFILE")
     out = Path(folder) / f"leases-{held}.json" if folder else None
+    if out:
+        out.parent.mkdir(parents=True, exist_ok=True)  # the worker writes there, and can not say it failed
     w = BenchWorker(profile=out)
     try:
         w.init_repo("bench", import_from=str(src))
