@@ -81,10 +81,13 @@ def run_load(held: int, src: Path) -> tuple[float, list[float]]:
 
 def main() -> None:
     src = make_repo()
+    load_before = os.getloadavg()[0]
     base = sqlite_commit_rate()
     rate_1k, lat_1k = run_load(1_000, src)
     rate_100k, lat_100k = run_load(100_000, src)
     base = (base + sqlite_commit_rate()) / 2
+    # the figures are wall-clock: on a shared machine they mean little without the load beside them
+    print(f"load average (1 min) {load_before:.2f} before, {os.getloadavg()[0]:.2f} after, on {os.cpu_count()} cores")
     table([
         ("lease ops/s (64 agents, 1k held) vs SQLite commits/s", rate_1k, base, ">= 1.0x"),
         ("lease ops p99 ms (1k held)", pct(lat_1k, 99), None, "< 25"),
