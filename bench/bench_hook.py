@@ -2,7 +2,6 @@
 answer, an Edit the session holds the lease for: the full path, facts of the step and an observe
 entry), beside the same run's `lonca --version` and a bare `python -c pass`; and the worker's
 hook.event alone, from 64 sessions each editing a symbol it holds."""
-import asyncio
 import base64
 import json
 import os
@@ -109,10 +108,10 @@ def _worker_rate(w: BenchWorker) -> tuple[float, list[float], float, float, floa
                                  "content_b64": base64.b64encode(SOURCE.format(i=i).encode()).decode()}]}
             reqs.append([{"id": 1, "method": "hook.event", "token": token, "params": params}])
     cpu = _cpu_s(w.proc.pid)
-    n, lat = asyncio.run(drive(w.socket, reqs, DURATION))
+    n, lat = drive(w.socket, reqs, DURATION)
     hook_cpu, cpu = (_cpu_s(w.proc.pid) - cpu) / n * 1e6, _cpu_s(w.proc.pid)
     beats = [[{"id": 1, "method": "session.heartbeat", "token": r[0]["token"], "params": {}}] for r in reqs]
-    m, _ = asyncio.run(drive(w.socket, beats, DURATION))
+    m, _ = drive(w.socket, beats, DURATION)
     beat_cpu = (_cpu_s(w.proc.pid) - cpu) / m * 1e6
     return n / DURATION, lat, m / DURATION, hook_cpu, beat_cpu
 

@@ -1,11 +1,11 @@
 """Lease figures: 64 agents acquiring, renewing and releasing leases on distinct symbols of a
 2 000-file repository, beside the same run's single-row durable SQLite commit rate; and the same
 load with 100 000 unrelated items held against 1 000 held (the conflict check is indexed by path)."""
-import asyncio
 import json
 import os
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 from bench.worker import BenchWorker, drive, pct, sqlite_commit_rate, table
@@ -48,6 +48,8 @@ def run_load(held: int, src: Path) -> tuple[float, list[float]]:
     <folder>/leases-<held>.json (bench/profiled_worker.py), and its CPU per request printed."""
     folder = os.environ.get("LONCA_BENCH_PROFILE")
     out = Path(folder) / f"leases-{held}.json" if folder else None
+    if out:
+        out.parent.mkdir(parents=True, exist_ok=True)  # the worker writes there, and can not say it failed
     w = BenchWorker(profile=out)
     try:
         w.init_repo("bench", import_from=str(src))
@@ -64,11 +66,14 @@ def run_load(held: int, src: Path) -> tuple[float, list[float]]:
                 {"id": 3, "method": "lease.release", "token": t, "params": {"set": s}},
             ])
         with w.profiling():
-            n, lat = asyncio.run(drive(w.socket, reqs, DURATION))
+            client_s = time.process_time()
+            n, lat = drive(w.socket, reqs, DURATION)
+            client_s = time.process_time() - client_s
         if out:
             cpu = json.loads(out.read_text())
             print(f"{held} held: {n} requests; worker CPU {cpu['process_cpu_s'] / n * 1e6:.0f} us a request, "
-                  f"its event loop {cpu['loop_cpu_s'] / n * 1e6:.0f} us; collections {cpu['gc']}", flush=True)
+                  f"its event loop {cpu['loop_cpu_s'] / n * 1e6:.0f} us, the bench's client {client_s / n * 1e6:.0f} us; "
+                  f"{cpu['entries'] / max(1, cpu['commits']):.1f} entries a commit; collections {cpu['gc']}", flush=True)
         return n / DURATION, lat
     finally:
         w.stop()
@@ -76,10 +81,13 @@ def run_load(held: int, src: Path) -> tuple[float, list[float]]:
 
 def main() -> None:
     src = make_repo()
+    load_before = os.getloadavg()[0]
     base = sqlite_commit_rate()
     rate_1k, lat_1k = run_load(1_000, src)
     rate_100k, lat_100k = run_load(100_000, src)
     base = (base + sqlite_commit_rate()) / 2
+    # the figures are wall-clock: on a shared machine they mean little without the load beside them
+    print(f"load average (1 min) {load_before:.2f} before, {os.getloadavg()[0]:.2f} after, on {os.cpu_count()} cores")
     table([
         ("lease ops/s (64 agents, 1k held) vs SQLite commits/s", rate_1k, base, ">= 1.0x"),
         ("lease ops p99 ms (1k held)", pct(lat_1k, 99), None, "< 25"),

@@ -1,6 +1,5 @@
 """Foundation figures: ping round trips over 64 connections; logged, signed, durable heartbeats
 from 64 agents against the same run's single-row durable SQLite commit rate (group commit)."""
-import asyncio
 
 from bench.worker import BenchWorker, drive, pct, sqlite_commit_rate, table
 
@@ -14,11 +13,11 @@ def main() -> None:
     try:
         w.init_repo()
         pings = [[{"id": 1, "method": "ping", "params": {}}] for _ in range(CONNS)]
-        n, lat = asyncio.run(drive(w.socket, pings, DURATION))
+        n, lat = drive(w.socket, pings, DURATION)
         ping_rate = n / DURATION
         tokens = w.start_sessions(CONNS)
         beats = [[{"id": 1, "method": "session.heartbeat", "token": t, "params": {}}] for t in tokens]
-        n, hb_lat = asyncio.run(drive(w.socket, beats, DURATION))
+        n, hb_lat = drive(w.socket, beats, DURATION)
         hb_rate = n / DURATION
         after = sqlite_commit_rate()
     finally:

@@ -19,9 +19,19 @@ def _no_floats(value) -> None:
             raise ValueError("floats are not allowed in canonical JSON")
 
 
-def canonical(value) -> bytes:
+# Made once: json.dumps with options builds an encoder at every call (a third of the cost of a
+# log entry's encoding, bench leases).
+_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def canonical_text(value) -> str:
+    """The canonical JSON of `value` as text: what a log row stores, whose UTF-8 is `canonical`."""
     _no_floats(value)
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+    return _ENCODER.encode(value)
+
+
+def canonical(value) -> bytes:
+    return canonical_text(value).encode()
 
 
 def sha256_hex(data: bytes) -> str:

@@ -26,7 +26,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlmodel import Session, SQLModel
 
 from lonca.audit import write_witness
-from lonca.canonical import canonical, sha256_hex
+from lonca.canonical import canonical_text, sha256_hex
 from lonca.database_errors import db_cause
 from lonca.protocol import LOG_FORMAT, ZERO_HASH, LoncaError
 
@@ -36,12 +36,19 @@ from .supervision import supervise
 from .store import LogRow
 
 DAEMON = {"kind": "daemon"}
+# One executemany of the table's Core insert: the ORM's bulk insert (`Session.execute(insert(LogRow))`)
+# spent twice the CPU of the insert itself, on the database thread but holding the GIL.
+LOG_INSERT = insert(LogRow.__table__)  # type: ignore[arg-type]
 log = logging.getLogger("lonca.log")
 RECOVER_BACKOFF_S = (0.1, 5.0)
 # The loop's turn: a batch of 50 proposals (decide, canonical JSON, hash, sign, apply: 0.3-1 ms
 # each) held every other request for tens of ms; past this it lets them in. The entries applied
 # so far are not durable yet, which readers already wait for (`settled`), as during a commit.
 TURN_S = 0.002  # first and longest wait between replays while the database is away
+# The witness of each log's head (lonca.audit) is rewritten after a commit when no other batch
+# waits, else at most this often: a file made and renamed cost more CPU than the commit's own
+# Python and held up every answer of the batch (bench leases). Behind the log is what it allows.
+WITNESS_EVERY_S = 0.1
 
 
 @dataclass
@@ -95,6 +102,8 @@ class LogWriter:
         self._durable = 0
         self.durable_next: dict[str, int] = {}  # repo -> the seq after its last durable entry
         self._db = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lonca-log")
+        self._witness_owed: dict[str, dict] = {}  # repo -> its last durable entry's row; the database thread's
+        self._witness_at = 0.0
         self._task: asyncio.Task | None = None
 
     def start(self, on_fatal) -> None:
@@ -103,6 +112,7 @@ class LogWriter:
     async def stop(self) -> None:
         if self._task:
             self._task.cancel()
+        self._db.submit(self._write_witness)
         self._db.shutdown(wait=True)
 
     def down(self, cause: str | None = None) -> LoncaError:
@@ -194,6 +204,8 @@ class LogWriter:
                 answer = LoncaError("internal", f"the entry was logged at seq {entry['seq']} but its answer failed: {type(e).__name__}")
             answers.append((fut, answer, draft, entry["seq"]))
         if not entries:
+            if self._witness_owed:  # the batch that was waiting wrote nothing: the witness catches up now
+                await loop.run_in_executor(self._db, self._write_witness)
             return
         try:
             await loop.run_in_executor(self._db, self._commit, entries, signers, rows)
@@ -266,8 +278,8 @@ class LogWriter:
             "actor": d.actor, "op": d.op, "evidence": d.evidence, "facts": d.facts,
             "symbols_engine": d.symbols_engine, "decision": d.decision, "human": d.human,
         }
-        text = canonical(entry)
-        hash_hex = sha256_hex(text)
+        text = canonical_text(entry)     # the row's text; its UTF-8 is what is hashed
+        hash_hex = sha256_hex(text.encode())
         # the key this repository's log is on, taken now: an entry applied after it (daemon.rotate)
         # may move the repository to the next key before this one is signed; a daemon.recover
         # is signed with the key it adopts the log with (the old one is not held here)
@@ -275,22 +287,33 @@ class LogWriter:
         signer = self.keys.signer(on)
         self.state.apply(repo, entry, hash_hex)
         self._applied += 1
-        return {"repo": repo, "seq": seq, "entry": text.decode(), "hash": hash_hex}, entry, signer
+        return {"repo": repo, "seq": seq, "entry": text, "hash": hash_hex}, entry, signer
 
     def _commit(self, entries: list[dict], signers: list[Ed25519PrivateKey], rows: list[SQLModel]) -> None:
-        """On the database thread. Each entry is signed here, not as it is decided: signing
-        releases the GIL, so it runs beside the event loop instead of on it (it was the loop's
-        largest cost a write, bench leases), and nothing reads a signature before the commit."""
+        """On the database thread. Each entry is signed here, not as it is decided: nothing reads
+        a signature before the commit. (cryptography's Ed25519 `sign` holds the GIL all the same:
+        it costs the loop as much here as on it, docs/decisions.md "Lease requests: less CPU".)"""
         for e, signer in zip(entries, signers):
             e["sig"] = signer.sign(bytes.fromhex(e["hash"])).hex()
-        with Session(self.engine) as s:
-            s.execute(insert(LogRow), entries)  # one executemany: ORM objects per entry cost more than the commit
-            for row in rows:
-                s.merge(row)
-            s.commit()
-        heads = {e["repo"]: e for e in entries}  # the last of each repository's in this batch
+        if rows:
+            with Session(self.engine) as s:
+                s.connection().execute(LOG_INSERT, entries)
+                for row in rows:
+                    s.merge(row)
+                s.commit()
+        else:   # the leases' entries: no Session (its bookkeeping cost more than the insert itself)
+            with self.engine.begin() as conn:
+                conn.execute(LOG_INSERT, entries)
+        self._witness_owed.update((e["repo"], e) for e in entries)  # the last of each repository's
+        if not self._pending or time.monotonic() - self._witness_at >= WITNESS_EVERY_S:
+            self._write_witness()
+
+    def _write_witness(self) -> None:
+        """On the database thread: the witness of each log committed since the last one."""
+        owed, self._witness_owed = self._witness_owed, {}
+        self._witness_at = time.monotonic()
         try:
-            for repo, e in heads.items():
+            for repo, e in owed.items():
                 write_witness(self.witness, repo, e["seq"], e["hash"], e["sig"])
         except OSError as e:  # the entries are durable: a stale witness is behind the log, which it allows
             log.error("the witness of the logs in %s could not be written: %s", self.witness, e)

@@ -23,8 +23,22 @@ NAME_MAX = 128
 
 
 class Invalid(Exception):
+    """`where`: the field, from the schema that refused it down; each enclosing schema puts its
+    own step in front as the refusal goes up (`_within`), so an accepted value builds no path."""
+
     def __init__(self, where: str, message: str):
         self.where, self.message = where, message
+
+
+def _within(schema, v, step: str) -> None:
+    """`v` checked against `schema`, where `step` ("name" or "[i]") leads from the enclosing value."""
+    if v is None and schema.nullable:
+        return
+    try:
+        schema.validate(v)
+    except Invalid as e:
+        e.where = step + ("." + e.where if e.where and e.where[0] != "[" else e.where)
+        raise
 
 
 @dataclass(frozen=True)
@@ -37,18 +51,21 @@ class Str:
     check: object = None  # a function: value -> problem or None
     what: str = ""  # how a refusal names the shape, when a pattern says it badly
 
-    def validate(self, v, where: str) -> None:
+    def __post_init__(self):
+        object.__setattr__(self, "_fullmatch", re.compile(self.pattern).fullmatch if self.pattern else None)
+
+    def validate(self, v) -> None:
         if not isinstance(v, str):
-            raise Invalid(where, f"must be {self.describe()}")
+            raise Invalid("", f"must be {self.describe()}")
         if self.enum is not None:
             if v not in self.enum:
-                raise Invalid(where, f"must be {self.describe()}")
+                raise Invalid("", f"must be {self.describe()}")
             return
-        if not self.min_len <= len(v) <= self.max_len or (self.pattern and not re.fullmatch(self.pattern, v)):
-            raise Invalid(where, f"must be {self.describe()}")
+        if not self.min_len <= len(v) <= self.max_len or (self._fullmatch and not self._fullmatch(v)):
+            raise Invalid("", f"must be {self.describe()}")
         problem = self.check(v) if self.check else None
         if problem:
-            raise Invalid(where, problem)
+            raise Invalid("", problem)
 
     def describe(self) -> str:
         if self.enum is not None:
@@ -64,10 +81,10 @@ class Int:
     hi: int | None = None
     nullable: bool = False
 
-    def validate(self, v, where: str) -> None:
+    def validate(self, v) -> None:
         if not isinstance(v, int) or isinstance(v, bool) or (self.lo is not None and v < self.lo) \
                 or (self.hi is not None and v > self.hi):
-            raise Invalid(where, f"must be {self.describe()}")
+            raise Invalid("", f"must be {self.describe()}")
 
     def describe(self) -> str:
         if self.lo is not None and self.hi is not None:
@@ -81,9 +98,9 @@ class Int:
 class Bool:
     nullable: bool = False
 
-    def validate(self, v, where: str) -> None:
+    def validate(self, v) -> None:
         if not isinstance(v, bool):
-            raise Invalid(where, "must be true or false")
+            raise Invalid("", "must be true or false")
 
     def describe(self) -> str:
         return "a boolean"
@@ -96,11 +113,18 @@ class Arr:
     min_items: int = 0
     nullable: bool = False
 
-    def validate(self, v, where: str) -> None:
+    def validate(self, v) -> None:
         if not isinstance(v, list) or not self.min_items <= len(v) <= self.max_items:
-            raise Invalid(where, f"must be {self.describe()}")
+            raise Invalid("", f"must be {self.describe()}")
+        item = self.item
         for i, x in enumerate(v):
-            _check(self.item, x, f"{where}[{i}]")
+            if x is None and item.nullable:
+                continue
+            try:
+                item.validate(x)
+            except Invalid as e:
+                e.where = f"[{i}]" + ("." + e.where if e.where and e.where[0] != "[" else e.where)
+                raise
 
     def describe(self) -> str:
         return f"an array of {self.min_items} to {self.max_items} of {self.item.describe()}"
@@ -114,21 +138,25 @@ class Obj:
     what: str = "an object"
     present: tuple = ()  # fields that must be there, null where their type allows it
 
-    def validate(self, v, where: str) -> None:
+    def __post_init__(self):
+        object.__setattr__(self, "_names", frozenset(self.fields))
+        object.__setattr__(self, "_required", tuple(sorted(self.required)))
+
+    def validate(self, v) -> None:
         if not isinstance(v, dict):
-            raise Invalid(where, f"must be {self.describe()}")
-        unknown = sorted(set(v) - set(self.fields))
-        if unknown:  # the key itself passed the wire's checks, and a name is short
-            raise Invalid(where, f"has no field {unknown[0][:64]!r}; it has {', '.join(self.fields) or 'none'}")
-        for name in sorted(self.required):
+            raise Invalid("", f"must be {self.describe()}")
+        if not self._names.issuperset(v):
+            unknown = sorted(set(v) - self._names)  # the key itself passed the wire's checks, and a name is short
+            raise Invalid("", f"has no field {unknown[0][:64]!r}; it has {', '.join(self.fields) or 'none'}")
+        for name in self._required:
             if v.get(name) is None:
-                raise Invalid(f"{where}.{name}" if where else name, "is required")
+                raise Invalid(name, "is required")
         for name in self.present:
             if name not in v:
-                raise Invalid(f"{where}.{name}" if where else name, "is required (null where it may be)")
+                raise Invalid(name, "is required (null where it may be)")
         for name, schema in self.fields.items():
             if name in v:
-                _check(schema, v[name], f"{where}.{name}" if where else name)
+                _within(schema, v[name], name)
 
     def describe(self) -> str:
         return self.what
@@ -140,9 +168,9 @@ class Free:
     and checks where it does (the line is already strict I-JSON)."""
     nullable: bool = False
 
-    def validate(self, v, where: str) -> None:
+    def validate(self, v) -> None:
         if not isinstance(v, dict):
-            raise Invalid(where, "must be an object")
+            raise Invalid("", "must be an object")
 
     def describe(self) -> str:
         return "an object"
@@ -155,29 +183,23 @@ class Tagged:
     kinds: dict  # kind -> Obj (without the tag field)
     nullable: bool = False
 
-    def validate(self, v, where: str) -> None:
+    def validate(self, v) -> None:
         if not isinstance(v, dict):
-            raise Invalid(where, f"must be {self.describe()}")
+            raise Invalid("", f"must be {self.describe()}")
         kind = v.get(self.tag)
         if not isinstance(kind, str) or kind not in self.kinds:
-            raise Invalid(f"{where}.{self.tag}", "must be one of " + ", ".join(f'"{k}"' for k in self.kinds))
+            raise Invalid(self.tag, "must be one of " + ", ".join(f'"{k}"' for k in self.kinds))
         o = self.kinds[kind]
-        Obj({self.tag: Str(), **o.fields}, o.required, present=o.present).validate(v, where)
+        Obj({self.tag: Str(), **o.fields}, o.required, present=o.present).validate(v)
 
     def describe(self) -> str:
         return f"an object with {self.tag}"
 
 
-def _check(schema, v, where: str) -> None:
-    if v is None and schema.nullable:
-        return
-    schema.validate(v, where)
-
-
 def check(method: str, params: dict) -> None:
     """`invalid` unless params fit the method's schema."""
     try:
-        SCHEMAS[method].validate(params, "")
+        SCHEMAS[method].validate(params)
     except Invalid as e:
         raise LoncaError("invalid", f"{method}: params.{e.where} {e.message}" if e.where
                          else f"{method}: params {e.message}") from None

@@ -107,6 +107,17 @@ def loads(line: bytes):
     return value
 
 
+def _plain(line: bytes, token: str | None) -> bool:
+    """Whether the bytes of the line already rule out what `_walk` looks for, so the walk can be
+    skipped (it was a tenth of a lease request's CPU). Without a `\\u` escape, no string holds a
+    lone surrogate (the strict UTF-8 decoding refused raw ones) and every decoded string has the
+    letters of its bytes (the other escapes make no letter), so "lonca_" found in the line as
+    many times as in the token is in no other string; nor can a value nest deeper than the line
+    has brackets."""
+    return (b"\\u" not in line and line.count(b"{") + line.count(b"[") <= MAX_DEPTH
+            and line.count(b"lonca_") == (token.count("lonca_") if token else 0))
+
+
 def valid_id(rid) -> bool:
     return (isinstance(rid, int) and not isinstance(rid, bool)) or (
         isinstance(rid, str) and len(rid) <= ID_MAX and not _SURROGATE.search(rid) and not has_token_shape(rid))
@@ -125,16 +136,21 @@ def decode_request(line: bytes) -> dict:
         method = req.get("method")
         if not isinstance(method, str) or not 0 < len(method) <= METHOD_MAX:
             raise Refused(f"method is a method name of at most {METHOD_MAX} characters")
-        _walk(method, "method")
-        if req.get("token") is not None and not isinstance(req["token"], str):
+        token = req.get("token")
+        walk = not _plain(line, token if isinstance(token, str) else None)
+        if walk:
+            _walk(method, "method")
+        if token is not None and not isinstance(token, str):
             raise Refused("token is a string")
         if req.get("repo") is not None and not (isinstance(req["repo"], str) and REPO_RE.fullmatch(req["repo"])):
             raise Refused(f"repo is a repository name: letters, digits, '.', '_' and '-', at most {REPO_NAME_MAX}")
-        _walk(req.get("token"), "token", tokens_allowed=True)
+        if walk:
+            _walk(token, "token", tokens_allowed=True)
         params = req.setdefault("params", {})
         if not isinstance(params, dict):
             raise Refused("params is an object ({} when the method has none)")
-        _walk(params, "params")
+        if walk:
+            _walk(params, "params")
     except Refused as e:
         e.rid = rid
         raise
@@ -171,8 +187,31 @@ def utf8(text: str) -> bytes:
         return _SURROGATE.sub("\ufffd", text).encode()
 
 
+class _HasRaw(Exception):
+    pass
+
+
+def _no_raw(value):
+    if isinstance(value, Raw):
+        raise _HasRaw
+    raise TypeError(f"{type(value).__name__} is not JSON")
+
+
+# Made once (json.dumps with options builds an encoder at every call): the answers without a Raw
+# part, nearly all of them.
+_ANSWER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False, default=_no_raw)
+
+
 def dumps(response) -> bytes:
     """An answer line (lone surrogates as U+FFFD: utf8). Raw parts go in as they are."""
+    try:
+        return utf8(_ANSWER.encode(response)) + b"\n"
+    except _HasRaw:
+        return _spliced(response)
+
+
+def _spliced(response) -> bytes:
+    """An answer holding Raw parts: each goes in as a stand-in, replaced by its bytes."""
     raws: list[bytes] = []
 
     def stand_in(value):

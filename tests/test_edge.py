@@ -5,6 +5,7 @@ import json
 import re
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from helpers import b64
 from lonca.service import daemon  # noqa: F401  (loads every method module)
@@ -60,6 +61,39 @@ def test_params_refused_with_the_requests_id(params, says):
         wire_json.decode_request(line)
     assert says in e.value.message and e.value.rid == "r-1"
     assert TOKEN not in e.value.message and "lonca_h_" not in e.value.message
+
+
+@pytest.mark.parametrize("params, says", [
+    ({"set": TOKEN}, "token"),
+    ({"note": "lonca_" + "0" * 16}, "token"),
+    ({"a": "\ud800"}, "lone surrogate"),
+    ({"a": json.loads("[" * 64 + "]" * 64)}, "nests deeper"),
+])
+def test_params_refused_beside_a_token(params, says):
+    """The walk of params is skipped only when the line's bytes rule out what it looks for
+    (wire_json._plain): a token in the envelope must not let one through in params."""
+    line = json.dumps({"id": 3, "method": "ping", "token": TOKEN, "params": params}).encode()
+    with pytest.raises(wire_json.Refused) as e:
+        wire_json.decode_request(line)
+    assert says in e.value.message and e.value.rid == 3
+
+
+_PIECES = st.sampled_from(["lonca_", "lonca_h_", TOKEN[6:22], "a", "\u00e9", "\ud800", "\\", '"', "[", "{", "x"])
+_TEXT = st.lists(_PIECES, max_size=6).map("".join)
+_JSON = st.recursive(st.none() | st.integers(-(2**53 - 1), 2**53 - 1) | _TEXT,
+                     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_TEXT, inner, max_size=3), max_leaves=12)
+
+
+@settings(max_examples=400, deadline=None)
+@given(params=_JSON, token=st.sampled_from([None, TOKEN, "lonca_h_" + "5a" * 32]), ascii_only=st.booleans())
+def test_the_walk_is_skipped_only_when_it_finds_nothing(params, token, ascii_only):
+    line = json.dumps({"id": 1, "method": "ping", "token": token, "params": {"p": params}}, ensure_ascii=ascii_only)
+    try:
+        data = line.encode()
+    except UnicodeEncodeError:  # a lone surrogate unescaped: no UTF-8 line holds it
+        return
+    if wire_json._plain(data, token):
+        wire_json._walk({"p": params}, "params")  # what the skipped walk would have found: nothing
 
 
 def test_what_strict_json_takes():

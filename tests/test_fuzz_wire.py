@@ -8,6 +8,7 @@ Asserted: no `internal` answer, every line answered in order on a connection tha
 traceback in the worker's output, nothing logged for a refused request, no token-shaped string
 in the log. LONCA_FUZZ_LINES sets how many lines a run sends (`make fuzz` sends 200 000)."""
 import asyncio
+import dataclasses
 import json
 import os
 import re
@@ -68,7 +69,7 @@ B64 = ["", "eA==", "ZGVmIGYoKToKICAgIHJldHVybiAxCg==", "not base64!"]
 def valid(schema, known: dict):
     """A strategy for values that fit `schema`, drawing real ids (trunk, the set, the session) often."""
     if schema.nullable and not isinstance(schema, (schemas.Bool, schemas.Tagged)):
-        return st.one_of(st.none(), valid(type(schema)(**{**schema.__dict__, "nullable": False}), known))
+        return st.one_of(st.none(), valid(dataclasses.replace(schema, nullable=False), known))
     if isinstance(schema, schemas.Str):
         if schema.enum is not None:
             return st.sampled_from(schema.enum)
