@@ -81,6 +81,7 @@ def create_app(settings: Settings) -> Starlette:
         Route("/r/{repo}/changes/{change}", pages.change),
         Route("/r/{repo}/changes/{change}/compare", pages.compare),
         Route("/r/{repo}/queue", pages.queue),
+        Route("/r/{repo}/queue/running", pages.queue_running),
         Route("/r/{repo}/sessions", pages.sessions),
         Route("/r/{repo}/log", pages.log),
         Route("/live/{repo}", live.live),

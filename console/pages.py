@@ -9,7 +9,7 @@ from starlette.responses import RedirectResponse, Response
 from lonca.client import Unreachable
 from lonca.protocol import LoncaError, now_ms
 
-from . import plots, queue_stats, versions, views
+from . import plots, queue_stats, running, versions, views
 from .actions import serves_repositories
 from .guard import NotLoggedIn, call, describe, session_of
 
@@ -185,7 +185,7 @@ async def queue(request: Request) -> Response:
     """The queue now (its head is being verified), recent integrations, the changes that stopped
     and why, and the day's plots; drawn again at every entry but a heartbeat."""
     repo = request.path_params["repo"]
-    st = await call(request, "status", repo=repo)
+    st, now_running = await asyncio.gather(call(request, "status", repo=repo), call(request, "queue.running", repo=repo))
     stats = await request.app.state.queue_stats.of(
         lambda start, limit: call(request, "log", {"from": start, "limit": limit}, repo=repo), repo, st["next_seq"])
     by_id = {ch["change"]: ch for ch in st["changes"]}
@@ -208,7 +208,21 @@ async def queue(request: Request) -> Response:
         "repo": repo, "st": st, "columns": columns, "stopped": stopped[:RECENT],
         "line": [{"change": by_id[c], "place": i + 1, "queued_ms": stats.queued_ms.get(c)} for i, c in enumerate(st["queue"]) if c in by_id],
         "recent": recent, "day": queue_stats.day_summary(stats, st["now_ms"]), "cut": stats.cut,
-        "per_hour": plots.per_hour(hours), "latency": plots.proposal_to_integration(hours)}, "_queue.html")
+        "per_hour": plots.per_hour(hours), "latency": plots.proposal_to_integration(hours),
+        "running": running.rounds(now_running), "now": now_running["now_ms"], "idle": 0,
+        "poll": bool(now_running["rounds"] or st["queue"])}, "_queue.html")
+
+
+@page
+async def queue_running(request: Request) -> Response:
+    """The queue page's running part alone, which polls itself each second while checks run (their
+    output and elapsed times move without a log entry), and a few seconds more once they stop."""
+    repo = request.path_params["repo"]
+    now_running = await call(request, "queue.running", repo=repo)
+    idle = request.query_params.get("idle", "")
+    idle = 0 if now_running["rounds"] else (int(idle) if idle.isdigit() else running.IDLE_POLLS) + 1
+    return render(request, "_running.html", {"repo": repo, "running": running.rounds(now_running), "now": now_running["now_ms"],
+                                             "idle": idle, "poll": idle < running.IDLE_POLLS})
 
 
 @page
