@@ -15,7 +15,7 @@ from lonca.protocol import LoncaError, now_ms, session_start_op
 
 from . import ceremonies
 from .enrolments import Refused
-from .guard import NotLoggedIn, call, client_of, describe, guard, refuse, session_of
+from .guard import HEADER, NotLoggedIn, call, client_of, describe, guard, refuse, session_of
 
 NAME_RE = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 
@@ -133,7 +133,7 @@ async def decline_enrolment(request: Request):
 # -- signing ceremonies ----------------------------------------------------------------------
 
 async def _profile(request: Request, repo: str) -> str:
-    return (await call(request, "status", repo=repo))["profile"]
+    return (await call(request, "status", HEADER, repo=repo))["profile"]
 
 
 async def _begin_login(request, s, body):
@@ -146,7 +146,7 @@ async def _own_key(request: Request, s) -> dict:
     part; a repository it is enrolled in has the whole key)."""
     me = await call(request, "whoami")
     for repo in me["repos"]:
-        key = (await call(request, "status", repo=repo))["humans"].get(s.human)
+        key = (await call(request, "status", HEADER, repo=repo))["humans"].get(s.human)
         if key and key["public"] == me["key"]:
             return {"alg": key["alg"], "public": key["public"]}     # status adds its recovery key
     raise Refusal("your key is enrolled in no repository any more; log in again")

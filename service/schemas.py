@@ -12,7 +12,7 @@ import re
 import unicodedata
 from dataclasses import dataclass, field
 
-from lonca.protocol import CLAIM_FIELDS, LoncaError, REPO_NAME_MAX
+from lonca.protocol import CLAIM_FIELDS, LoncaError, REPO_NAME_MAX, STATUS_LISTS
 
 from . import paths
 from .lease_model import KINDS
@@ -312,7 +312,8 @@ SCHEMAS: dict[str, Obj] = {
     "ping": NONE,
     "whoami": NONE,
     "repo.list": NONE,
-    "status": NONE,
+    # lists (an addition to the seed): only these of status's lists; null or absent, all of them
+    "status": params({"lists": Arr(Str(enum=STATUS_LISTS), len(STATUS_LISTS), nullable=True)}),
     "inbox": NONE,
     "human.logout": NONE,
     "daemon.prepare_rotate": NONE,
