@@ -10,6 +10,7 @@ from console.browser_steps import bootstrap, sign
 from console.test_review_live import propose
 from console.test_webauthn_console import shot, token_of
 from console import test_review_live
+from console.test_accessibility import VIEWPORTS, axe_source, violations  # noqa: F401 (a fixture)
 
 POLICY = ('[review]\ncritical_paths = ["docs.md"]\n\n[verification]\n'
           'tests = ["python3", "-c", "import time; time.sleep(1.5); print(\'tests ran\')"]\n')
@@ -71,7 +72,7 @@ SLOW_CHECK = ("import os, sys, time\n"
               "sys.exit(1 if os.path.exists('bad.txt') else 0)\n")
 
 
-def test_running_checks_show_their_output_elapsed_time_and_bisection_live(stack, new_page, tmp_path):
+def test_running_checks_show_their_output_elapsed_time_and_bisection_live(stack, new_page, tmp_path, axe_source):  # noqa: F811
     worker, console = stack
     policy = '[verification]\ntests = ["python3", "check.py"]\n'
     src = git_repo(tmp_path / "src", {"app.py": test_review_live.APP, "check.py": SLOW_CHECK, "lonca.toml": policy})
@@ -117,6 +118,10 @@ def test_running_checks_show_their_output_elapsed_time_and_bisection_live(stack,
     expect(step).to_contain_text("(bisection): 1 of the 2 changes")
     expect(step).to_contain_text(good["change"][:12])
     shot(page, "queue-bisecting")
+    for vp in VIEWPORTS:      # the running part, tails and all, at both sizes
+        page.set_viewport_size(vp)
+        assert violations(page, axe_source) == []
+    page.set_viewport_size(VIEWPORTS[0])
 
     # then the results: the good change integrated, the bad one failed, and nothing runs
     expect(page.locator(f"#queue tr[data-integrated='{good['change']}']")).to_have_count(1, timeout=30_000)
