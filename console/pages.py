@@ -131,7 +131,8 @@ async def review(request: Request) -> Response:
     repo = request.path_params["repo"]
     st = await call(request, "status", {"lists": ["pending"]}, repo=repo)
     pending = sorted(st["pending"], key=lambda p: p["created_ms"])
-    return render(request, "review.html", {"repo": repo, "st": st, "pending": pending}, "_review.html")
+    return render(request, "review.html", {"repo": repo, "st": st, "pending": pending, "rows": views.review_rows(repo, pending)},
+                  "_review.html")
 
 
 @page
@@ -159,7 +160,8 @@ async def change(request: Request) -> Response:
         "repo": repo, "rec": rec, "diff": diff, "files": views.diff_tables(diff["diff"], pending is not None, split, colours, f"/r/{repo}/context?commit={diff['commit']}"),
         "split": split,
         "colours": colours, "colour_try": int(tries) + 1 if tries.isdigit() and len(tries) < 3 else 1, "st": st, "comments": comments,
-        "claims": views.claim_rows(rec.get("claim"), rec.get("facts")), "leases": leases, "pending": pending,
+        "claims": views.claims_body(cid, rec["commit"], rec.get("claim"), rec.get("facts")), "leases": leases, "pending": pending,
+        "symbols": views.symbol_blocks(diff["base"], diff["commit"], diff["files"], pending is not None),
         "timeline": timeline, "approvals": timeline.notes_for(pending["seq"]) if pending else [],
         "queue_place": st["queue"].index(cid) + 1 if cid in st["queue"] else None},
         "_change.html")

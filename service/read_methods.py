@@ -71,27 +71,12 @@ async def status(call: Call) -> dict:
     if "changes" in lists:
         out["changes"] = d.status_parts.changes(rs, now)
     if "pending" in lists:
-        out["pending"] = _pending(rs, pol)
+        out["pending"] = d.status_parts.pending(rs, now)
     if "interests" in lists:
         out["interests"] = [i.to_json() for i in rs.interests]
     if "reservations" in lists:
         out["reservations"] = [r.to_json() for r in rs.reservations if r.until_ms > now]
     return out
-
-
-def _pending(rs, pol) -> list[dict]:
-    pending = []
-    for pr in sorted(rs.pending.values(), key=lambda x: x.seq):
-        rec = rs.changes.get(pr.change) if pr.change else None
-        sess = rs.sessions.get(rec.session) if rec and rec.session else None
-        pending.append({
-            "seq": pr.seq, "created_ms": pr.created_ms, "actor": actor_label(pr.actor), "op": pr.op,
-            "reasons": pr.reasons, "approvals": pr.approvals, "required": pol.approvals_required,
-            "change": pr.change, "base": rec.base if rec else None, "intent": rec.intent if rec else None,
-            "agent": sess.agent if sess else None, "task": sess.task if sess else None,
-            "paths": rec.paths if rec else [], "checks": rec.checks if rec else [],
-            "runs": pol.runs(rec) if rec else None})
-    return pending
 
 
 @method("log", "read")
