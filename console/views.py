@@ -60,13 +60,19 @@ def clock(ms: int | None) -> str:
 _CLASS: dict = {}     # token type -> its CSS class (its nearest standard ancestor's)
 
 
+# The token classes static/lonca.css colours: any other token is written as plain text, not a
+# span (a 6,000-line diff's page was 2.5 MB, most of it spans around spaces and names).
+COLOURED = frozenset("k kd kn kr kc kt s s1 s2 sd sb sa se si c c1 cm ch cs nf fm nc m mi mf mh nb bp o ow nd".split())
+
+
 def _class(ttype) -> str:
+    """The token's CSS class if the stylesheet colours it, else ""."""
     cls = _CLASS.get(ttype)
     if cls is None:
         t = ttype
         while t not in STANDARD_TYPES:
             t = t.parent
-        cls = _CLASS[ttype] = STANDARD_TYPES[t]
+        cls = _CLASS[ttype] = STANDARD_TYPES[t] if STANDARD_TYPES[t] in COLOURED else ""
     return cls
 
 

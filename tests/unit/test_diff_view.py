@@ -107,3 +107,14 @@ def test_a_gap_request_is_checked_at_the_edge():
                 {"shift": "1e9"}, {"path": ""}):
         with pytest.raises(ValueError):
             expand.Ask.parse({**good, **bad})
+
+
+def test_the_diff_writes_spans_only_for_the_classes_the_stylesheet_colours():
+    from pathlib import Path
+    from lonca.console import views
+    css = (Path(__file__).resolve().parents[2] / "static" / "lonca.css").read_text()
+    block = css.split("/* Pygments token classes", 1)[1].split("@media", 1)[0]
+    assert set(re.findall(r"\.([a-z0-9]+)\b", block.split("*/", 1)[1])) == views.COLOURED
+    html = "".join(str(h) for h in views.highlight_lines("x.py", ["def f(x):", "    return x + 1  # one"]))
+    assert set(re.findall(r'class="([^"]+)"', html)) == {"k", "nf", "o", "mi", "c1"}
+    assert re.sub(r"<[^>]+>", "", html) == "def f(x):    return x + 1  # one"
