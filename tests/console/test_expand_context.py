@@ -76,3 +76,29 @@ def test_expanding_hidden_lines_in_both_views(stack, new_page, tmp_path, axe_sou
         assert violations(page, axe_source) == []
     shot(page, "expand-split")
     assert re.search(r"/changes/[k-z]{32}\?view=split$", page.url)
+
+
+def test_a_large_diff_is_drawn_plain_then_its_colours_come_without_a_reload(stack, new_page, tmp_path):
+    """Colouring 2,500 lines takes Pygments a second or more: the page does not wait for it."""
+    worker, console = stack
+    src = git_repo(tmp_path / "src", {"notes.txt": OLD, "lonca.toml": POLICY})
+    page, _ = new_page()
+    bootstrap(page, console, "alice", "demo", import_from=str(src))
+    page.goto(console.url + "/r/demo/sessions")
+    agent = token_of(sign(page, "form[data-ceremony='session.start']", agent="ada", task="big"))
+    text = "".join(f"def f{i}(x):\n    return x + {i}\n" for i in range(1250))
+    with worker.client() as c:
+        c.call("lease.acquire", {"set": None, "items": [{"symbol": "big.py#<file>", "kind": "edit"}],
+                                 "intent": "big", "ttl_ms": 600_000}, token=agent)
+        cid = propose(c, agent, {"big.py": text})["change"]
+    url = console.url + f"/r/demo/changes/{cid}"
+    with page.expect_response(url) as first:
+        page.goto(url)
+    html = first.value.text()       # the first drawing: plain, and it asks again a second after load
+    assert "data-colouring" in html and '<span class="k">' not in html and html.count('<tr class="add">') == 2500
+    page.evaluate("() => { window.notReloaded = true; }")
+    diff = page.locator("section.file[data-path='big.py'] table.diff")
+    expect(page.locator("#part-diff [data-colouring]")).to_have_count(0, timeout=30_000)
+    expect(diff.locator("span.k").first).to_have_text("def")
+    expect(diff.locator("span.nf").nth(1249)).to_have_text("f1249")
+    assert page.evaluate("() => window.notReloaded") is True
