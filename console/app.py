@@ -108,6 +108,7 @@ def create_app(settings: Settings) -> Starlette:
     app.state.timelines = Timelines()
     app.state.trees = Trees()
     app.state.file_lines = FileLines()
+    app.state.review_rows = {}      # (repo, head_hash) -> (count, rows) of the review table
     app.state.queue_stats = QueueStatsKept()
     app.state.policy_texts = {}     # (repo, policy commit) -> its lonca.toml: a commit never changes
     app.state.templates = Jinja2Templates(directory=ROOT / "templates")

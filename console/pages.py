@@ -18,6 +18,7 @@ QUEUE_COLUMNS = ("queued", "verifying", "integrated", "conflicted", "failed")
 STOPPED = ("conflicted", "failed", "rejected", "withdrawn")
 RECENT = 20
 LOG_SHOWN = 200
+REVIEW_ROWS_KEPT = 8     # review tables kept, by repository and log position
 
 
 def render(request: Request, template: str, ctx: dict, fragment: str | None = None, status: int = 200) -> Response:
@@ -129,10 +130,18 @@ async def security(request: Request) -> Response:
 @page
 async def review(request: Request) -> Response:
     repo = request.path_params["repo"]
-    st = await call(request, "status", {"lists": ["pending"]}, repo=repo)
-    pending = sorted(st["pending"], key=lambda p: p["created_ms"])
-    return render(request, "review.html", {"repo": repo, "st": st, "pending": pending, "rows": views.review_rows(repo, pending)},
-                  "_review.html")
+    st = await call(request, "status", HEADER, repo=repo)
+    kept = request.app.state.review_rows
+    rows = kept.get((repo, st["head_hash"]))
+    if rows is None:
+        # the pending entries are a function of the log's position (head_hash): at the same
+        # position, another drawing (another browser, a refresh) reuses the rows written
+        st = await call(request, "status", {"lists": ["pending"]}, repo=repo)
+        pending = sorted(st["pending"], key=lambda p: p["created_ms"])
+        rows = kept[(repo, st["head_hash"])] = (len(pending), views.review_rows(repo, pending))
+        while len(kept) > REVIEW_ROWS_KEPT:
+            del kept[next(iter(kept))]
+    return render(request, "review.html", {"repo": repo, "st": st, "count": rows[0], "rows": rows[1]}, "_review.html")
 
 
 @page
