@@ -325,18 +325,35 @@ def review_rows(repo: str, pending: list[dict]) -> Markup:
     out = []
     r = _e(repo)
     for p in pending:
-        seq = int(p["seq"])
-        link = (f'<a href="/r/{r}/changes/{_e(p["change"])}">#{seq} {_e(p["change"][:12])}</a>' if p.get("change")
-                else f"#{seq} {_e(p['op'])}")
-        who = _e(p.get("agent") or p.get("actor")) + (f"<br><small>{_e(p['task'])}</small>" if p.get("task") else "")
-        paths = p.get("paths") or []
-        shown = "".join(f"<code>{_e(x)}</code> " for x in paths[:5]) + (f"<small>+{len(paths) - 5} more</small>" if len(paths) > 5 else "")
-        runs = _e(", ".join(p.get("runs") or []) or "-") + (f"<br><small>asked: {_e(', '.join(p['checks']))}</small>" if p.get("checks") else "")
-        why = "".join(f'<code title="{_e(_words(x))}">{_e(x)}</code> ' for x in p.get("reasons") or [])
-        out.append(f'<tr data-seq="{seq}"><td>{link}</td><td>{who}</td><td>{_e(p.get("intent") or "-")}</td>'
-                   f'<td class="paths">{shown}</td><td>{runs}</td><td class="reasons">{why}</td>'
-                   f'<td><time data-since="{int(p["created_ms"])}">{clock(p["created_ms"])}</time></td></tr>')
+        # every field the row shows: an entry keeps its row from one drawing to the next
+        key = (repo, p["seq"], p.get("change"), None if p.get("change") else repr(p.get("op")), p.get("agent"), p.get("actor"),
+               p.get("task"), p.get("intent"), tuple(p.get("paths") or ()), tuple(p.get("runs") or ()),
+               tuple(p.get("checks") or ()), tuple(p.get("reasons") or ()), p["created_ms"])
+        row = _ROWS.get(key)
+        if row is None:
+            row = _ROWS[key] = _review_row(r, p)
+            if len(_ROWS) > ROWS_KEPT:
+                del _ROWS[next(iter(_ROWS))]
+        out.append(row)
     return Markup("".join(out))
+
+
+ROWS_KEPT = 10_000
+_ROWS: dict[tuple, str] = {}
+
+
+def _review_row(r: str, p: dict) -> str:
+    seq = int(p["seq"])
+    link = (f'<a href="/r/{r}/changes/{_e(p["change"])}">#{seq} {_e(p["change"][:12])}</a>' if p.get("change")
+            else f"#{seq} {_e(p['op'])}")
+    who = _e(p.get("agent") or p.get("actor")) + (f"<br><small>{_e(p['task'])}</small>" if p.get("task") else "")
+    paths = p.get("paths") or []
+    shown = "".join(f"<code>{_e(x)}</code> " for x in paths[:5]) + (f"<small>+{len(paths) - 5} more</small>" if len(paths) > 5 else "")
+    runs = _e(", ".join(p.get("runs") or []) or "-") + (f"<br><small>asked: {_e(', '.join(p['checks']))}</small>" if p.get("checks") else "")
+    why = "".join(f'<code title="{_e(_words(x))}">{_e(x)}</code> ' for x in p.get("reasons") or [])
+    return (f'<tr data-seq="{seq}"><td>{link}</td><td>{who}</td><td>{_e(p.get("intent") or "-")}</td>'
+            f'<td class="paths">{shown}</td><td>{runs}</td><td class="reasons">{why}</td>'
+            f'<td><time data-since="{int(p["created_ms"])}">{clock(p["created_ms"])}</time></td></tr>')
 
 
 _words = lru_cache(maxsize=4096)(in_words)   # a reason code reads the same every time
