@@ -16,7 +16,7 @@ from lonca.protocol import LoncaError, now_ms, session_start_op
 from . import ceremonies
 from .enrolments import Refused
 from . import forge
-from .guard import NotLoggedIn, Refusal, call, client_of, describe, guard, refuse, session_of
+from .guard import HEADER, NotLoggedIn, Refusal, call, client_of, describe, guard, refuse, session_of
 
 NAME_RE = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 
@@ -130,7 +130,7 @@ async def decline_enrolment(request: Request):
 # -- signing ceremonies ----------------------------------------------------------------------
 
 async def _profile(request: Request, repo: str) -> str:
-    return (await call(request, "status", repo=repo))["profile"]
+    return (await call(request, "status", HEADER, repo=repo))["profile"]
 
 
 async def _begin_login(request, s, body):
@@ -143,7 +143,7 @@ async def _own_key(request: Request, s) -> dict:
     part; a repository it is enrolled in has the whole key)."""
     me = await call(request, "whoami")
     for repo in me["repos"]:
-        key = (await call(request, "status", repo=repo))["humans"].get(s.human)
+        key = (await call(request, "status", HEADER, repo=repo))["humans"].get(s.human)
         if key and key["public"] == me["key"]:
             return {"alg": key["alg"], "public": key["public"]}     # status adds its recovery key
     raise Refusal("your key is enrolled in no repository any more; log in again")

@@ -17,6 +17,7 @@ from . import actions, live, pages, views
 from .browser_sessions import SessionMiddleware, SessionStore
 from .console_events import ConsoleEvents
 from .enrolments import Enrolments
+from .expand import FileLines
 from .log_verification import LogVerification
 from .rate_limits import RateLimit
 from .settings import Settings
@@ -80,7 +81,9 @@ def create_app(settings: Settings) -> Starlette:
         Route("/r/{repo}/review", pages.review),
         Route("/r/{repo}/changes/{change}", pages.change),
         Route("/r/{repo}/changes/{change}/compare", pages.compare),
+        Route("/r/{repo}/context", pages.context),
         Route("/r/{repo}/queue", pages.queue),
+        Route("/r/{repo}/queue/running", pages.queue_running),
         Route("/r/{repo}/sessions", pages.sessions),
         Route("/r/{repo}/log", pages.log),
         Route("/r/{repo}/forge", pages.forge),
@@ -105,6 +108,8 @@ def create_app(settings: Settings) -> Starlette:
     app.state.verification = LogVerification()
     app.state.timelines = Timelines()
     app.state.trees = Trees()
+    app.state.file_lines = FileLines()
+    app.state.review_rows = {}      # (repo, head_hash) -> (count, rows) of the review table
     app.state.queue_stats = QueueStatsKept()
     app.state.policy_texts = {}     # (repo, policy commit, file) -> its lonca.toml or policy.cedar: a commit never changes
     app.state.templates = Jinja2Templates(directory=ROOT / "templates")

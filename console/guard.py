@@ -58,6 +58,12 @@ async def guard(request: Request) -> BrowserSession:
     return s
 
 
+# `status` without its lists (status.lists, an addition to the seed): the repository's header
+# fields; a page asks for the lists it shows and no more (with 1,000 pending, the whole answer is
+# 1.5 MB and costs a page most of its time)
+HEADER = {"lists": []}
+
+
 async def call(request: Request, method: str, params: dict | None = None, repo: str | None = None):
     """A worker call with the browser session's human token; a session the worker no longer
     knows is logged out here."""

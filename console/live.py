@@ -32,7 +32,7 @@ async def live(request: Request) -> Response:
             # a reconnecting EventSource says the last seq it got: nothing between is lost
             last = request.headers.get("last-event-id", "")
             start = int(last) + 1 if last.isdigit() and len(last) < 16 else \
-                (await client.call("status", repo=repo, token=token))["next_seq"]
+                (await client.call("status", {"lists": []}, repo=repo, token=token))["next_seq"]
             yield {"event": "hello", "data": json.dumps({"next_seq": start})}
             while True:
                 entries = await client.call("log", {"from": start, "wait_ms": WAIT_MS}, repo=repo, token=token)

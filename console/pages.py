@@ -3,20 +3,22 @@ htmx (HX-Request), which refreshes it on log entries (`lonca:log`, or `lonca:sta
 import asyncio
 import base64
 
+from markupsafe import escape
 from starlette.requests import Request
-from starlette.responses import RedirectResponse, Response
+from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from lonca.client import Unreachable
 from lonca.protocol import LoncaError, now_ms
 
-from . import plots, queue_stats, versions, views
+from . import expand, plots, queue_stats, running, versions, views
 from .actions import serves_repositories
-from .guard import NotLoggedIn, call, describe, session_of
+from .guard import HEADER, NotLoggedIn, call, describe, session_of
 
 QUEUE_COLUMNS = ("queued", "verifying", "integrated", "conflicted", "failed")
 STOPPED = ("conflicted", "failed", "rejected", "withdrawn")
 RECENT = 20
 LOG_SHOWN = 200
+REVIEW_ROWS_KEPT = 8     # review tables kept, by repository and log position
 
 
 def render(request: Request, template: str, ctx: dict, fragment: str | None = None, status: int = 200) -> Response:
@@ -76,7 +78,7 @@ async def login(request: Request) -> Response:
 @page
 async def repos(request: Request) -> Response:
     names = await call(request, "repo.list")
-    states = await asyncio.gather(*(call(request, "status", repo=n) for n in names))
+    states = await asyncio.gather(*(call(request, "status", {"lists": ["pending", "sessions"]}, repo=n) for n in names))
     policies = await asyncio.gather(*(_policy_text(request, n, st["policy"]) for n, st in zip(names, states)))
     cedars = await asyncio.gather(*(_policy_text(request, n, st["policy"], "policy.cedar") for n, st in zip(names, states)))
     if names and session_of(request).last_repo not in names:
@@ -90,7 +92,7 @@ async def repos(request: Request) -> Response:
 @page
 async def keys(request: Request) -> Response:
     names = await call(request, "repo.list")
-    states = await asyncio.gather(*(call(request, "status", repo=n) for n in names))
+    states = await asyncio.gather(*(call(request, "status", HEADER, repo=n) for n in names))
     if names and session_of(request).last_repo not in names:
         session_of(request).last_repo = names[0]
     return render(request, "keys.html", {"repos": list(zip(names, states)),
@@ -122,7 +124,7 @@ async def security(request: Request) -> Response:
     seen = sorted({(e["repo"], e["human"]) for e in events["events"]
                    if e["kind"] == "cloned_authenticator" and e.get("repo") and e.get("human")})
     cloned = [(repo, human) for repo, human in seen  # rare: a status each, to leave out keys revoked already
-              if human in (await call(request, "status", repo=repo))["humans"]]
+              if human in (await call(request, "status", HEADER, repo=repo))["humans"]]
     return render(request, "security.html", {"events": events, "console": request.app.state.console_events,
                                              "cloned": cloned}, "_security.html")
 
@@ -130,9 +132,18 @@ async def security(request: Request) -> Response:
 @page
 async def review(request: Request) -> Response:
     repo = request.path_params["repo"]
-    st = await call(request, "status", repo=repo)
-    pending = sorted(st["pending"], key=lambda p: p["created_ms"])
-    return render(request, "review.html", {"repo": repo, "st": st, "pending": pending}, "_review.html")
+    st = await call(request, "status", HEADER, repo=repo)
+    kept = request.app.state.review_rows
+    rows = kept.get((repo, st["head_hash"]))
+    if rows is None:
+        # the pending entries are a function of the log's position (head_hash): at the same
+        # position, another drawing (another browser, a refresh) reuses the rows written
+        st = await call(request, "status", {"lists": ["pending"]}, repo=repo)
+        pending = sorted(st["pending"], key=lambda p: p["created_ms"])
+        rows = kept[(repo, st["head_hash"])] = (len(pending), views.review_rows(repo, pending))
+        while len(kept) > REVIEW_ROWS_KEPT:
+            del kept[next(iter(kept))]
+    return render(request, "review.html", {"repo": repo, "st": st, "count": rows[0], "rows": rows[1]}, "_review.html")
 
 
 @page
@@ -140,31 +151,53 @@ async def change(request: Request) -> Response:
     repo, cid = request.path_params["repo"], request.path_params["change"]
     rec, diff, st = await asyncio.gather(call(request, "change.get", {"change": cid}, repo=repo),
                                          call(request, "change.diff", {"change": cid, "format": None}, repo=repo),
-                                         call(request, "status", repo=repo))
+                                         call(request, "status", {"lists": ["leases", "pending"]}, repo=repo))
     symbols = {s for f in diff["files"] for kind in f["symbols"].values() for s in kind}
     session = rec["session"]
     leases = [lease for lease in st["leases"] if lease["session"] == session
               or any(i.get("symbol") in symbols for i in lease["items"])]
     pending = next((p for p in st["pending"] if p.get("change") == cid), None)
     split = request.query_params.get("view") == "split"
+    colours = views.coloured_now(diff["diff"])
+    if not colours:
+        views.colour_later(diff["diff"])
+    tries = request.query_params.get("colours", "")
     timeline = await request.app.state.timelines.of(
         lambda start, limit: call(request, "log", {"from": start, "limit": limit}, repo=repo),
         repo, cid, rec.get("versions") or [rec["proposed_seq"]], st["next_seq"])
     comments = await versions.comment_states(lambda m, p: call(request, m, p, repo=repo), request.app.state.trees,
                                              timeline.comments(), timeline.commits(), rec["version"])
     return render(request, "change.html", {
-        "repo": repo, "rec": rec, "diff": diff, "files": views.diff_tables(diff["diff"], pending is not None, split), "split": split, "st": st, "comments": comments,
-        "claims": views.claim_rows(rec.get("claim"), rec.get("facts")), "leases": leases, "pending": pending,
+        "repo": repo, "rec": rec, "diff": diff, "files": views.diff_tables(diff["diff"], pending is not None, split, colours, f"/r/{repo}/context?commit={diff['commit']}"),
+        "split": split,
+        "colours": colours, "colour_try": int(tries) + 1 if tries.isdigit() and len(tries) < 3 else 1, "st": st, "comments": comments,
+        "claims": views.claims_body(cid, rec["commit"], rec.get("claim"), rec.get("facts")), "leases": leases, "pending": pending,
+        "symbols": views.symbol_blocks(diff["base"], diff["commit"], diff["files"], pending is not None),
         "timeline": timeline, "approvals": timeline.notes_for(pending["seq"]) if pending else [],
         "queue_place": st["queue"].index(cid) + 1 if cid in st["queue"] else None},
         "_change.html")
 
 
 @page
+async def context(request: Request) -> Response:
+    """Hidden lines of a diff, asked for by a gap row's button (console/expand.py): rows to
+    swap in for it."""
+    repo = request.path_params["repo"]
+    try:
+        ask = expand.Ask.parse(request.query_params)
+    except ValueError as e:
+        return HTMLResponse(f'<tr class="note"><td colspan="4">{escape(str(e))}</td></tr>', status_code=400)
+    lines = await request.app.state.file_lines.of(lambda m, p: call(request, m, p, repo=repo), ask.commit, ask.path)
+    if lines is None:
+        return HTMLResponse('<tr class="note"><td colspan="4">This file is not text, or it is redacted.</td></tr>')
+    return HTMLResponse(expand.rows(repo, ask, lines))
+
+
+@page
 async def compare(request: Request) -> Response:
     """The diff between two versions of a change (?from=N&to=M), drawn on the server."""
     repo, cid = request.path_params["repo"], request.path_params["change"]
-    rec, st = await asyncio.gather(call(request, "change.get", {"change": cid}, repo=repo), call(request, "status", repo=repo))
+    rec, st = await asyncio.gather(call(request, "change.get", {"change": cid}, repo=repo), call(request, "status", HEADER, repo=repo))
     timeline = await request.app.state.timelines.of(
         lambda start, limit: call(request, "log", {"from": start, "limit": limit}, repo=repo),
         repo, cid, rec.get("versions") or [rec["proposed_seq"]], st["next_seq"])
@@ -178,8 +211,11 @@ async def compare(request: Request) -> Response:
                                                        "(?from=N&to=M)", "repo": repo}, status=400)
     text, paths = await versions.compare(lambda m, p: call(request, m, p, repo=repo), request.app.state.trees,
                                          commits[old], commits[new])
+    colours = views.coloured_now(text)
+    if not colours:     # drawn plain now, coloured at the next drawing
+        views.colour_later(text)
     return render(request, "compare.html", {"repo": repo, "rec": rec, "old": old, "new": new, "commits": commits,
-                                            "paths": paths, "files": views.diff_tables(text, False)})
+                                            "paths": paths, "files": views.diff_tables(text, False, colours=colours)})
 
 
 @page
@@ -187,7 +223,8 @@ async def queue(request: Request) -> Response:
     """The queue now (its head is being verified), recent integrations, the changes that stopped
     and why, and the day's plots; drawn again at every entry but a heartbeat."""
     repo = request.path_params["repo"]
-    st = await call(request, "status", repo=repo)
+    st, now_running = await asyncio.gather(call(request, "status", {"lists": ["changes"]}, repo=repo),
+                                           call(request, "queue.running", repo=repo))
     stats = await request.app.state.queue_stats.of(
         lambda start, limit: call(request, "log", {"from": start, "limit": limit}, repo=repo), repo, st["next_seq"])
     by_id = {ch["change"]: ch for ch in st["changes"]}
@@ -210,13 +247,27 @@ async def queue(request: Request) -> Response:
         "repo": repo, "st": st, "columns": columns, "stopped": stopped[:RECENT],
         "line": [{"change": by_id[c], "place": i + 1, "queued_ms": stats.queued_ms.get(c)} for i, c in enumerate(st["queue"]) if c in by_id],
         "recent": recent, "day": queue_stats.day_summary(stats, st["now_ms"]), "cut": stats.cut,
-        "per_hour": plots.per_hour(hours), "latency": plots.proposal_to_integration(hours)}, "_queue.html")
+        "per_hour": plots.per_hour(hours), "latency": plots.proposal_to_integration(hours),
+        "running": running.rounds(now_running), "now": now_running["now_ms"], "idle": 0,
+        "poll": bool(now_running["rounds"] or st["queue"])}, "_queue.html")
+
+
+@page
+async def queue_running(request: Request) -> Response:
+    """The queue page's running part alone, which polls itself each second while checks run (their
+    output and elapsed times move without a log entry), and a few seconds more once they stop."""
+    repo = request.path_params["repo"]
+    now_running = await call(request, "queue.running", repo=repo)
+    idle = request.query_params.get("idle", "")
+    idle = 0 if now_running["rounds"] else (int(idle) if idle.isdigit() else running.IDLE_POLLS) + 1
+    return render(request, "_running.html", {"repo": repo, "running": running.rounds(now_running), "now": now_running["now_ms"],
+                                             "idle": idle, "poll": idle < running.IDLE_POLLS})
 
 
 @page
 async def sessions(request: Request) -> Response:
     repo = request.path_params["repo"]
-    st = await call(request, "status", repo=repo)
+    st = await call(request, "status", {"lists": ["sessions", "leases", "interests", "reservations"]}, repo=repo)
     live = sorted(st["sessions"], key=lambda x: (not x["active"], -(x.get("created_ms") or 0)))
     return render(request, "sessions.html", {"repo": repo, "st": st, "sessions": live}, "_sessions.html")
 
@@ -235,7 +286,7 @@ async def log(request: Request) -> Response:
     repo = request.path_params["repo"]
     op_filter = request.query_params.get("op", "").strip()
     actor_filter = request.query_params.get("actor", "").strip()
-    st = await call(request, "status", repo=repo)
+    st = await call(request, "status", HEADER, repo=repo)
     chain = await request.app.state.verification.catch_up(
         lambda m, p: call(request, m, p, repo=repo), repo, st["next_seq"])
     entries = await call(request, "log", {"from": max(1, st["next_seq"] - LOG_SHOWN), "limit": LOG_SHOWN}, repo=repo)

@@ -23,6 +23,9 @@ SIGNATURE_SKEW_MS = 60_000
 NONCE_MIN, NONCE_MAX = 16, 128
 
 # A claim's fields, each named as the facts name it (seed 001, "claim").
+# status's lists, which `lists` may name (an addition to the seed): a client that shows one of
+# them does not pay for the others (docs/decisions.md, "status.lists")
+STATUS_LISTS = ("sessions", "leases", "changes", "pending", "interests", "reservations")
 CLAIM_FIELDS = ("edits", "adds", "deletes", "deleted_files", "signature_changes", "tests")
 
 ZERO_HASH = "0" * 64

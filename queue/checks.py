@@ -32,6 +32,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 TAIL_BYTES = 32 * 1024
 _READ = 65536
@@ -171,9 +172,11 @@ def child_env(env_names: list[str] | tuple[str, ...]) -> dict[str, str]:
 
 
 def run_check(argv: list[str], cwd: Path, env_names: list[str] | tuple[str, ...],
-              timeout_s: float, max_bytes: int) -> CheckRun:
+              timeout_s: float, max_bytes: int, on_output: Callable[[bytes], None] | None = None) -> CheckRun:
     """Run one check to its end, its timeout or its byte cap; never raises for the check's
-    own behaviour (a missing program is an `error` run)."""
+    own behaviour (a missing program is an `error` run). on_output, when given, gets each piece
+    of output as it is read (within the byte cap), on this thread: the queue shows a running
+    check's tail with it."""
     start = time.monotonic()
     env = child_env(env_names)
     # looked up as exec will (PATH, or relative to the tree): setpriv would only exit 127 saying so
@@ -190,12 +193,13 @@ def run_check(argv: list[str], cwd: Path, env_names: list[str] | tuple[str, ...]
     if not _GROUPS.add(proc.pid):
         _kill_group(proc.pid)
     try:
-        return _follow(proc, list(argv), start, timeout_s, max_bytes)
+        return _follow(proc, list(argv), start, timeout_s, max_bytes, on_output)
     finally:
         _GROUPS.remove(proc.pid)
 
 
-def _follow(proc: subprocess.Popen, argv: list[str], start: float, timeout_s: float, max_bytes: int) -> CheckRun:
+def _follow(proc: subprocess.Popen, argv: list[str], start: float, timeout_s: float, max_bytes: int,
+            on_output: Callable[[bytes], None] | None) -> CheckRun:
     """Read the check's output until it ends, times out or overflows; kill its group and reap it."""
     tail = bytearray()
     dropped = False
@@ -236,6 +240,8 @@ def _follow(proc: subprocess.Popen, argv: list[str], start: float, timeout_s: fl
                     chunk = chunk[:max(room, 0)]
                     overflowed = True
                 tail += chunk
+                if on_output is not None and chunk:
+                    on_output(chunk)
                 if len(tail) > TAIL_BYTES:
                     del tail[:len(tail) - TAIL_BYTES]
                     dropped = True

@@ -12,6 +12,7 @@ import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable, Protocol
 
 import pygit2
 
@@ -55,14 +56,27 @@ class CheckResult:
         return self.runs[-1] if self.runs else None
 
 
-def run_specs(cwd: Path, specs: list[CheckSpec]) -> list[CheckResult]:
+class CheckWatch(Protocol):
+    """Who follows the checks while they run (the worker's queue.running): told of each attempt's
+    start, given its output as it comes, told of its end."""
+
+    def started(self, name: str, attempt: int) -> Callable[[bytes], None]: ...
+
+    def ended(self, name: str, attempt: int, run: CheckRun) -> None: ...
+
+
+def run_specs(cwd: Path, specs: list[CheckSpec], watch: CheckWatch | None = None) -> list[CheckResult]:
     """The checks in order in the checkout at `cwd`, each tried up to its `attempts`, stopping
     at the first that does not pass (the rest are skipped)."""
     results = [CheckResult(s) for s in specs]
     for res in results:
         spec = res.spec
-        for _ in range(max(1, spec.attempts)):
-            res.runs.append(run_check(list(spec.argv), cwd, spec.env_names, spec.timeout_s, spec.max_bytes))
+        for attempt in range(1, max(1, spec.attempts) + 1):
+            output = watch.started(spec.name, attempt) if watch else None
+            run = run_check(list(spec.argv), cwd, spec.env_names, spec.timeout_s, spec.max_bytes, output)
+            res.runs.append(run)
+            if watch:
+                watch.ended(spec.name, attempt, run)
             if res.result == "pass":
                 break
         if res.result != "pass":
@@ -71,7 +85,7 @@ def run_specs(cwd: Path, specs: list[CheckSpec]) -> list[CheckResult]:
 
 
 def verify_tree(repo: pygit2.Repository, tree: pygit2.Oid | str, specs: list[CheckSpec],
-                workdir: Path | None = None) -> list[CheckResult]:
+                workdir: Path | None = None, watch: CheckWatch | None = None) -> list[CheckResult]:
     """Run the checks on a checkout of `tree` in a fresh temporary folder (under `workdir`
     when given), removed afterwards."""
     if not specs:
@@ -80,7 +94,7 @@ def verify_tree(repo: pygit2.Repository, tree: pygit2.Oid | str, specs: list[Che
     try:
         cwd = root / "tree"
         checkout_tree(repo, tree, cwd)
-        return run_specs(cwd, specs)
+        return run_specs(cwd, specs, watch)
     finally:
         shutil.rmtree(root, ignore_errors=True)
 

@@ -15,6 +15,7 @@ from .config import Config
 from .daemonkey import DaemonKeys
 from .log import LogWriter
 from .ratelimit import RateLimiter
+from .running_checks import RunningChecks
 from .state import State
 from .status_parts import StatusParts
 from .symbol_warmer import SymbolWarmer
@@ -51,3 +52,4 @@ class Context:
     started_ms: int                                 # when this worker started (hook events before it are unknown)
     agent_uids: dict[str, set[int]]                 # repo -> the users agents' requests came from (memory only)
     status_parts: StatusParts                       # status's lists of history, encoded once an entry
+    running: RunningChecks                          # what the merge queue verifies now (queue.running)

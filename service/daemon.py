@@ -27,6 +27,7 @@ from .change_build import TreeMaps
 from .cedar_policy import load as load_cedar
 from .policy import Policy, load as load_policy
 from .queue_runner import QueueRunner
+from .running_checks import RunningChecks
 from .ratelimit import RateLimiter, rate_limited
 from .config import Config
 from .context import Context
@@ -69,6 +70,7 @@ class Daemon:
         self.agent_uids: dict[str, set[int]] = {}  # repo -> users its agents connect as (lonca doctor)
         self.started_ms = self.now_ms()
         self.verifying: set[str] = set()  # changes whose checks are running
+        self.running = RunningChecks(self.now_ms)  # and what they print so far (queue.running)
         self._checkpointed: dict[str, int] = {}  # repo -> seq of its last checkpoint
         self.queue = QueueRunner(self)
         self.server = SocketServer(config.socket, config.limits, self.handle, config.allowed_uids, config.socket_group)
@@ -124,7 +126,7 @@ class Daemon:
                            told=self.told, verifying=self.verifying, queue_wake=self.queue_wake, engine=self.engine,
                            db_write=self.db_write, db_get=self.db_get, keys=self.keys,
                            hooks=self.hooks, started_ms=self.started_ms, agent_uids=self.agent_uids,
-                           status_parts=StatusParts(self.hooks))
+                           status_parts=StatusParts(self.hooks), running=self.running)
         heap.freeze()   # the modules and the replayed state last as long as the worker
         await self.server.start()
         self._sweeper = supervise("sweeper", self._sweep(), self._fatal)

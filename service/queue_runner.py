@@ -22,6 +22,7 @@ from . import gitstore
 from .gitstore import DAEMON_SIG
 from .log import DAEMON, Draft, allow, deny
 from .policy import Policy
+from .running_checks import Round
 from .state import RepoState
 from .supervision import supervise
 
@@ -96,9 +97,11 @@ class QueueRunner:
                       {q.change: pol.runs(rs.changes[q.change]) or [] for q in batch})
         committer = pygit2.Signature(*DAEMON_SIG, now // 1000, 0)
 
+        watched = self.d.running.begin(repo, "integrate", [q.change for q in batch])
+
         def verify(prefix: list[QueuedChange], commit: str) -> Verdict:
             # the lanes' checks run on threads of their own: each takes its thread's handle
-            return self._verify(self.d.store(repo), snap, prefix, commit)
+            return self._verify(self.d.store(repo), snap, prefix, commit, watched)
 
         def work():
             return run_lanes(self.d.store(repo), trunk, batch, prints, verify, pol.runners, committer, symbols)
@@ -107,6 +110,7 @@ class QueueRunner:
             out = await asyncio.to_thread(work)
         finally:
             self.d.verifying.difference_update(q.change for q in batch)
+            self.d.running.end(repo, watched)
         for q, integration in out.conflicted:
             conflicts = integration.conflicts
             await self._log_one(rs, q.change, conflicts, [], [f"conflict:{c}" for c in conflicts] or ["merge_conflict"])
@@ -129,7 +133,11 @@ class QueueRunner:
         now, repo, commit = self.d.now_ms(), rs.name, rec.commit
         snap = _Snapshot(rs.policy, {rec.id: rs.quota_reasons(rec.session, now)}, {rec.id: rs.policy.runs(rec) or []})
         prefix = [self._queued(rs, rec.id)]
-        verdict = await asyncio.to_thread(lambda: self._verify(self.d.store(repo), snap, prefix, commit))
+        watched = self.d.running.begin(repo, "review", [rec.id])
+        try:
+            verdict = await asyncio.to_thread(lambda: self._verify(self.d.store(repo), snap, prefix, commit, watched))
+        finally:
+            self.d.running.end(repo, watched)
 
         def decide() -> Draft:
             if rs.changes[rec.id].commit != commit or rs.changes[rec.id].status["status"] != "pending":
@@ -158,9 +166,10 @@ class QueueRunner:
         return QueuedChange(cid, rec.commit, rec.base, f"{rec.intent or 'Lonca change'}\n\nLonca-Change: {cid}\n", author)
 
     @staticmethod
-    def _verify(store: pygit2.Repository, snap: _Snapshot, prefix: list[QueuedChange], commit: str) -> Verdict:
+    def _verify(store: pygit2.Repository, snap: _Snapshot, prefix: list[QueuedChange], commit: str, watched: Round) -> Verdict:
         """The checks the prefix owes under the policy in force when the batch started, on the
-        candidate's tree. Runs on the batch's thread: reads `snap`, never the live state."""
+        candidate's tree, followed live in `watched` (queue.running). Runs on the batch's
+        thread: reads `snap`, never the live state."""
         over = sorted({r for q in prefix for r in snap.quota[q.change]})
         if over:
             return Verdict(ok=False, reasons=over, detail=[])  # past [quota]: the checks do not run
@@ -175,12 +184,15 @@ class QueueRunner:
                  for name in owed if pol.argv(name)]
         tree = str(store[commit].peel(pygit2.Commit).tree_id)
         runner = None
-        if pol.runner == "celery":      # imported here: Celery is an optional dependency
+        remote = pol.runner == "celery"
+        candidate = watched.candidate([q.change for q in prefix], commit, remote)
+        if remote:      # imported here: Celery is an optional dependency; a runner's output comes at its end
             from lonca.queue.celery_runner import verify_remote
             results, runner = verify_remote(store, tree, specs)
         else:
-            results = verify_tree(store, tree, specs)
+            results = verify_tree(store, tree, specs, watch=candidate)
         why = reasons(results, owed)
+        candidate.finish(not why)
         return Verdict(ok=not why, reasons=why, detail=[a for r in results for a in attestations(store, r, tree, runner)])
 
     async def _land(self, rs: RepoState, trunk_before: str, landed: list[tuple[QueuedChange, str]], attestations: list[dict]) -> None:

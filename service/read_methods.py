@@ -5,7 +5,7 @@ from typing import Callable, TypeVar
 import pygit2
 
 import lonca
-from lonca.protocol import PROTOCOL, LoncaError, actor_label
+from lonca.protocol import PROTOCOL, STATUS_LISTS, LoncaError, actor_label
 
 from . import gitstore
 from .cedar_policy import problem as cedar_problem
@@ -50,23 +50,9 @@ async def status(call: Call) -> dict:
     rs = call.repo_state()
     now = d.now_ms()
     pol = rs.policy
-    leases = []
-    for s in rs.sets.values():
-        live = rs.set_live(s, now)
-        if (live and s.items) or s.pinned:
-            leases.append(s.to_json(live))
-    pending = []
-    for pr in sorted(rs.pending.values(), key=lambda x: x.seq):
-        rec = rs.changes.get(pr.change) if pr.change else None
-        sess = rs.sessions.get(rec.session) if rec and rec.session else None
-        pending.append({
-            "seq": pr.seq, "created_ms": pr.created_ms, "actor": actor_label(pr.actor), "op": pr.op,
-            "reasons": pr.reasons, "approvals": pr.approvals, "required": pol.approvals_required,
-            "change": pr.change, "base": rec.base if rec else None, "intent": rec.intent if rec else None,
-            "agent": sess.agent if sess else None, "task": sess.task if sess else None,
-            "paths": rec.paths if rec else [], "checks": rec.checks if rec else [],
-            "runs": pol.runs(rec) if rec else None})
-    return {
+    wanted = call.params.get("lists")
+    lists = STATUS_LISTS if wanted is None else wanted
+    out = {
         "repo": rs.name, "trunk": rs.trunk, "policy": rs.policy_id, "policy_checks": pol.check_names,
         "policy_problem": pol.problem or cedar_problem(pol.cedar),
         "frozen": rs.frozen, "queue": list(rs.queue), "next_seq": rs.next_seq, "head_hash": rs.head_hash,
@@ -81,11 +67,21 @@ async def status(call: Call) -> dict:
         "presence_required": pol.presence_required or rs.profile == "hardened",
         # the users agents' requests came from since the worker started (lonca doctor compares its own)
         "agent_uids": sorted(d.agent_uids.get(rs.name, ())),
-        "sessions": d.status_parts.sessions(rs, now),
-        "leases": leases, "changes": d.status_parts.changes(rs, now), "pending": pending,
-        "interests": [i.to_json() for i in rs.interests],
-        "reservations": [r.to_json() for r in rs.reservations if r.until_ms > now],
     }
+    if "sessions" in lists:
+        out["sessions"] = d.status_parts.sessions(rs, now)
+    if "leases" in lists:
+        out["leases"] = [s.to_json(live) for s in rs.sets.values()
+                         for live in (rs.set_live(s, now),) if (live and s.items) or s.pinned]
+    if "changes" in lists:
+        out["changes"] = d.status_parts.changes(rs, now)
+    if "pending" in lists:
+        out["pending"] = d.status_parts.pending(rs, now)
+    if "interests" in lists:
+        out["interests"] = [i.to_json() for i in rs.interests]
+    if "reservations" in lists:
+        out["reservations"] = [r.to_json() for r in rs.reservations if r.until_ms > now]
+    return out
 
 
 @method("log", "read")

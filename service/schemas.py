@@ -12,7 +12,7 @@ import re
 import unicodedata
 from dataclasses import dataclass, field
 
-from lonca.protocol import CLAIM_FIELDS, LoncaError, REPO_NAME_MAX
+from lonca.protocol import CLAIM_FIELDS, LoncaError, REPO_NAME_MAX, STATUS_LISTS
 
 from . import paths
 from .lease_model import KINDS
@@ -336,7 +336,8 @@ SCHEMAS: dict[str, Obj] = {
     "ping": NONE,
     "whoami": NONE,
     "repo.list": NONE,
-    "status": NONE,
+    # lists (an addition to the seed): only these of status's lists; null or absent, all of them
+    "status": params({"lists": Arr(Str(enum=STATUS_LISTS), len(STATUS_LISTS), nullable=True)}),
     "inbox": NONE,
     "human.logout": NONE,
     "daemon.prepare_rotate": NONE,
@@ -382,6 +383,7 @@ SCHEMAS: dict[str, Obj] = {
                              "leases": Arr(NAME, 1000, nullable=True)}, ["agent", "scope", "expires_ms"]),
     "session.end": params({"files": Arr(LOCAL_FILE, 100_000, nullable=True)}),
     "security.events": params({"since_ms": Int(nullable=True)}),
+    "queue.running": params({}),
     # base and files, which the seed does not name, are the write tool's files as the workspace
     # holds them: the seed counts hook.event and hook.input among the methods that carry files
     # (docs/decisions.md, "hook.event's params and the seed"); an unknown harness is the method's deny

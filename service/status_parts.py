@@ -9,8 +9,10 @@ are (wire_json.Raw).
 
 Only an entry changes what they say: the records, the windows and the policy that names a change's
 runs all move with the state's `next_seq`, and a replay makes a new RepoState, so the part held is
-the one of that RepoState at that seq. Live sessions are encoded at every answer: whether one is
-active, and when its last hook came (the daemon's memory, not the log), move without an entry.
+the one of that RepoState at that seq. The pending entries are the same, made at the first answer
+that lists them after an entry: every open review page reads them again at each entry. Live
+sessions are encoded at every answer: whether one is active, and when its last hook came (the
+daemon's memory, not the log), move without an entry.
 A session's last hook is forgotten by the sweep soon after it is over; its encoded part keeps
 the time it showed when the part was made."""
 from dataclasses import dataclass
@@ -27,6 +29,7 @@ class _Held:
     seq: int
     changes: Raw
     gone: bytes     # the sessions over, encoded as the items of a JSON array (no brackets)
+    pending: Raw | None = None   # made at the first answer that lists it
 
 
 class StatusParts:
@@ -38,6 +41,14 @@ class StatusParts:
         """Every change in the queue or waiting for a human, and the latest STATUS_WINDOW that
         left, by proposal order."""
         return self._of(rs, now_ms).changes
+
+    def pending(self, rs: RepoState, now_ms: int) -> Raw:
+        """Every entry waiting for a human, by seq: only an entry changes one (its approvals,
+        the policy that names its runs), so it is encoded once an entry, like the changes."""
+        held = self._of(rs, now_ms)
+        if held.pending is None:
+            held.pending = Raw(encode([pending_json(rs, pr) for pr in sorted(rs.pending.values(), key=lambda x: x.seq)]))
+        return held.pending
 
     def sessions(self, rs: RepoState, now_ms: int) -> Raw:
         """Every live session, then the latest STATUS_WINDOW that are over."""
@@ -73,3 +84,14 @@ def change_json(rs: RepoState, c: ChangeRec) -> dict:
             "commit": c.commit, "base": c.base, "intent": c.intent, "created_ms": c.created_ms,
             "version": c.version, "paths": c.paths, "checks": c.checks, "runs": rs.policy.runs(c),
             "priority_seq": c.priority_seq}
+
+
+def pending_json(rs: RepoState, pr) -> dict:
+    rec = rs.changes.get(pr.change) if pr.change else None
+    sess = rs.sessions.get(rec.session) if rec and rec.session else None
+    return {"seq": pr.seq, "created_ms": pr.created_ms, "actor": actor_label(pr.actor), "op": pr.op,
+            "reasons": pr.reasons, "approvals": pr.approvals, "required": rs.policy.approvals_required,
+            "change": pr.change, "base": rec.base if rec else None, "intent": rec.intent if rec else None,
+            "agent": sess.agent if sess else None, "task": sess.task if sess else None,
+            "paths": rec.paths if rec else [], "checks": rec.checks if rec else [],
+            "runs": rs.policy.runs(rec) if rec else None}

@@ -99,5 +99,6 @@
     follow();
     tick();
     setInterval(tick, 1000);
+    document.body.addEventListener("htmx:afterSwap", tick);   // a redrawn part's times, at once
   });
 })();
