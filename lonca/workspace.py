@@ -114,6 +114,22 @@ def find(start: Path | None = None) -> Workspace:
     raise Usage("not in a Lonca workspace (no .lonca/workspace.json here or above); run `lonca session start`")
 
 
+def find_or_checkout(start: Path | None = None) -> Workspace:
+    """The Lonca workspace here or above, else the git checkout here, its HEAD as the base and
+    no repository named (a human's checkout of trunk: `lonca propose` as a human)."""
+    try:
+        return find(start)
+    except Usage:
+        pass
+    here = (start or Path.cwd()).resolve()
+    try:
+        root = Path(git(here, "rev-parse", "--show-toplevel").decode().strip())
+        base = git(root, "rev-parse", "--verify", "HEAD^{commit}").decode().strip()
+    except Usage:
+        raise Usage("not in a Lonca workspace nor a git checkout with a commit; run `lonca workspace create`") from None
+    return Workspace(root, "", None, base)
+
+
 def write_token(root: Path, token: str, expires_ms: int) -> None:
     write_private(token_file(root), json.dumps({"token": token, "expires_ms": expires_ms}).encode())
 
