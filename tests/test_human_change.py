@@ -206,33 +206,43 @@ def test_replay_gives_the_same_state(repo_env):
     after = env.client.call("status", repo="demo", token=env.token)
     for key in ("trunk", "changes", "pending", "next_seq"):
         assert after[key] == before[key], key
-    assert env.w.cli("audit", "verify", "demo").returncode == 0
+    assert env.w.cli("audit", "verify").returncode == 0
 
 
 def test_the_cli_proposes_a_human_change_from_a_checkout(repo_env, tmp_path):
     env = repo_env
-    checkout = tmp_path / "checkout"
-    subprocess.run(["git", "clone", "-q", str(env.w.home / "repos" / "demo.git"), str(checkout)], check=True)
-    (checkout / "app.py").write_text(APP.replace("amount * 2", "amount * 11"))
-    (checkout / "lib" / "new.py").write_text("def new():\n    return 1\n")
-    (checkout / "README.md").unlink()
-    res = env.w.cli("propose", "-m", "tidy up", "--json", cwd=checkout)
+    # a human's workspace (`lonca workspace create`: no session in it): the files that differ from its base
+    ws = env.w.cli_json("workspace", "create", "--dir", str(tmp_path / "ws"))
+    root = tmp_path / "ws"
+    (root / "app.py").write_text(APP.replace("amount * 2", "amount * 11"))
+    (root / "lib" / "new.py").write_text("def new():\n    return 1\n")
+    (root / "README.md").unlink()
+    res = env.w.cli("propose", "-m", "tidy up", "--json", cwd=root)
     assert res.returncode == 0, res.stderr
     out = json.loads(res.stdout)
     assert set(out) == {"change", "commit", "seq", "decision", "status", "details"}
-    assert out["status"] == "queued" and out["details"] == []
+    assert out["status"] == "queued" and out["details"] == [] and out["decision"]["outcome"] == "allow"
     got = wait_for(env, out["change"], "integrated")
     assert sorted(got["paths"]) == ["README.md", "app.py", "lib/new.py"] and got["claim"]["intent"] == "tidy up"
-    # nothing differs from trunk now (after a pull): usage, exit 3, nothing sent
-    subprocess.run(["git", "-C", str(checkout), "pull", "-q", "--rebase=false"], check=True, capture_output=True)
-    subprocess.run(["git", "-C", str(checkout), "reset", "-q", "--hard", "origin/main"], check=True)
+    assert got["actor"] == {"kind": "human", "name": "alice"} and got["base"] == ws["base"]
+    # a plain git checkout of trunk: its HEAD is the base; nothing changed is a usage error (exit 3)
+    checkout = tmp_path / "checkout"
+    subprocess.run(["git", "clone", "-q", "-b", "main", str(env.w.home / "repos" / "demo.git"), str(checkout)],
+                   check=True)
     res = env.w.cli("propose", "-m", "nothing", "--json", cwd=checkout)
-    assert res.returncode == 3 and res.stdout == ""
+    assert res.returncode == 3 and res.stdout == "" and "no local changes" in res.stderr
+    (checkout / "lib" / "util.py").write_text("def helper():\n    return 41\n")
+    res = env.w.cli("propose", "-m", "helper", "--json", cwd=checkout)
+    assert res.returncode == 0, res.stderr
+    wait_for(env, json.loads(res.stdout)["change"], "integrated")
     # a denial exits 1 with the reason on stderr
     env.submit({"op": "freeze", "reason": "release"})
     (checkout / "app.py").write_text(APP.replace("amount * 2", "amount * 12"))
     res = env.w.cli("propose", "-m", "frozen", "--json", cwd=checkout)
     assert res.returncode == 1 and json.loads(res.stdout)["status"] == "denied" and "frozen:release" in res.stderr
+    # without a key: a usage error before the worker is asked
+    res = env.w.cli("propose", "--human", "nobody", "-m", "x", "--json", cwd=checkout)
+    assert res.returncode == 3 and "no usable key" in res.stderr
 
 
 def test_a_second_repository_on_the_daemon_does_not_take_the_op(repo_env, source_repo):
