@@ -15,7 +15,7 @@ from . import gitstore, remotes
 from .backup_methods import LOG_REF, log_commit
 from .change_build import facts_of
 from .change_methods import leases_on, facts_json
-from .human_methods import SUBMIT_AROUND, SUBMIT_OPS
+from .human_methods import SUBMIT_AROUND, SUBMIT_OPS, check_prepared
 from .log import Draft, allow, deny
 from .methods import Call, method
 from .read_methods import on_store
@@ -38,12 +38,6 @@ def _fast_forward(store: pygit2.Repository, trunk: str, commit: str) -> None:
                                              "into the branch (or rebase it on trunk) upstream, then import again")
 
 
-async def _prepared(call: Call, op: dict, prepare: str) -> None:
-    if await call.ctx.db_get(PreparedRow, content_hash(op)) is None:
-        raise LoncaError("invalid", f"this {op['op']} was not prepared by this daemon; call {prepare} "
-                                    "and sign its op unchanged")
-
-
 @method("human.prepare_import", "human")
 async def prepare_import(call: Call) -> dict:
     d, rs = call.ctx, call.repo_state()
@@ -59,7 +53,7 @@ async def prepare_import(call: Call) -> dict:
 
 async def submit_import(call: Call, rs: RepoState, op: dict, append: Append) -> dict:
     """The facts of trunk_before -> commit (off the loop), then the decision."""
-    await _prepared(call, op, "human.prepare_import")
+    await check_prepared(call, op, "human.prepare_import")
     d = call.ctx
 
     def facts(store: pygit2.Repository) -> dict:
@@ -112,7 +106,7 @@ def decide_push(call: Call, rs: RepoState, op: dict) -> Draft:
 
 
 async def submit_push(call: Call, rs: RepoState, op: dict, append: Append) -> dict:
-    await _prepared(call, op, "human.prepare_push")
+    await check_prepared(call, op, "human.prepare_push")
     res = await append()
     if res["decision"]["outcome"] != "allow":
         return res

@@ -16,8 +16,8 @@ from lonca.protocol import LoncaError, claim_from_facts
 from lonca.symbols import SYMBOLS_ENGINE, compare_claim
 
 from .change_build import check_files, commit_exists, facts_of, new_change_id
-from .change_methods import facts_json, leases_on, prepare
-from .human_methods import SUBMIT_AROUND, SUBMIT_OPS
+from .change_methods import STATUS, facts_json, leases_on, prepare
+from .human_methods import SUBMIT_AROUND, SUBMIT_OPS, check_prepared
 from .log import Draft, deny
 from .methods import Call, method
 from .read_methods import on_store
@@ -64,9 +64,7 @@ async def prepare_change(call: Call) -> dict:
 async def submit_change(call: Call, rs: RepoState, op: dict, append: Append) -> dict:
     """The facts of base -> commit from the trees in the store (off the loop), then the decision."""
     d = call.ctx
-    if await d.db_get(PreparedRow, content_hash(op)) is None:
-        raise LoncaError("invalid", "this change.propose was not prepared by this daemon; call "
-                                    "human.prepare_change and sign its op unchanged")
+    await check_prepared(call, op, "human.prepare_change")
     trunk = rs.trunk  # read on the loop: the thread reads no live state
 
     def facts(store: pygit2.Repository) -> tuple[dict, list[str], list[str]]:
@@ -118,9 +116,11 @@ def decide_human_change(call: Call, rs: RepoState, op: dict, *, facts: dict, cre
         decision = deny(*deny_r, *esc_r, *info_r)
     else:
         decision = {"outcome": "escalate" if esc_r else "allow", "reasons": list(dict.fromkeys(esc_r + info_r))}
-    status = {"allow": "queued", "escalate": "pending", "deny": "denied"}[decision["outcome"]]
+    def result(entry: dict) -> dict:  # the entry's outcome: policy.cedar may deny what this allowed
+        return {"change": op["change"], "commit": op["commit"], "status": STATUS[entry["decision"]["outcome"]],
+                "details": []}
     return Draft(actor=call.auth.actor, op=op, decision=decision, facts=facts, symbols_engine=SYMBOLS_ENGINE,
-                 result=lambda e: {"change": op["change"], "commit": op["commit"], "status": status, "details": []},
+                 result=result,
                  after_commit=[d.queue_wake] if decision["outcome"] == "allow" else [])
 
 

@@ -177,6 +177,14 @@ SUBMIT_OPS: dict[str, Callable[..., Draft]] = {
 SUBMIT_AROUND: dict[str, Callable[..., Awaitable[dict]]] = {}
 
 
+async def check_prepared(call: Call, op: dict, prepare: str) -> None:
+    """A prepared operation (import, push, a human's change) is taken only as this daemon's
+    `prepare` method wrote it: its hash is in the prepared table."""
+    if await call.ctx.db_get(PreparedRow, content_hash(op)) is None:
+        raise LoncaError("invalid", f"this {op['op']} was not prepared by this daemon; call {prepare} "
+                                    "and sign its op unchanged")
+
+
 def policy_denied(draft: Draft, reasons: list[str]) -> Draft:
     """The draft denied by policy.cedar: logged as signed, with none of what its allowing did (the
     rows, the after-commit work) and no agent token in its answer (a denied session.start

@@ -10,6 +10,7 @@ import pytest
 from helpers import acquire, b64, human_key, init_repo, login, propose
 from lonca.protocol import LoncaError
 from test_leases import APP
+from test_security_key_cli import sk_provider  # noqa: F401 (a fixture: the software authenticator)
 
 PASSING_CHECK = "import sys, pathlib; sys.exit(1 if 'BAD' in pathlib.Path('app.py').read_text() else 0)"
 
@@ -160,6 +161,7 @@ def test_policy_decides_a_human_change(repo_env):
     op = prepare(env, {"billing/fee.py": "FEE = 1\n"})["op"]
     res = env.submit(op)
     assert res["decision"] == {"outcome": "deny", "reasons": ["policy_forbid:no-human-billing"]}
+    assert res["status"] == "denied"
     assert change_of(env, op["change"])["status"]["status"] == "rejected"
     freeze = {"op": "freeze", "reason": "release"}
     env.submit(freeze)
@@ -252,3 +254,29 @@ def test_a_second_repository_on_the_daemon_does_not_take_the_op(repo_env, source
     with pytest.raises(LoncaError) as e:  # signed for demo, sent to other
         env.client.call("human.submit", {"op": op, "sig": env.human.sign_op("demo", op)}, repo="other", token=env.token)
     assert e.value.code in ("denied", "invalid")
+
+
+def test_presence_required_takes_a_security_key_from_the_cli(repo_env, sk_provider, tmp_path):  # noqa: F811
+    """Under [review] presence_required a file key prepares but can not sign a human's change (so
+    an agent that reads the human's file key can not pass its work off as theirs); a security key
+    through ssh-keygen -Y sign can."""
+    env, w = repo_env, repo_env.w
+    w.env.update(SSH_SK_PROVIDER=str(sk_provider), LONCA_TEST_SK_COUNTER=str(tmp_path / "sk-counter"))
+    w.cli_json("human", "key", "--human", "bob", "--security-key", "ed25519")
+    line = w.cli("human", "key", "--human", "bob", check=True).stdout.strip()
+    w.cli_json("human", "enrol", "bob", "--public", line, "--repo", "demo")
+    env.policy('[review]\npresence_required = true\n')
+    checkout = tmp_path / "checkout"
+    subprocess.run(["git", "clone", "-q", "-b", "main", str(w.home / "repos" / "demo.git"), str(checkout)], check=True)
+    (checkout / "lib" / "util.py").write_text("def helper():\n    return 44\n")
+    before = env.status()["next_seq"]
+    refused = w.cli("propose", "-m", "with a file key", "--json", cwd=checkout)
+    assert refused.returncode == 1 and "presence_required" in refused.stderr, refused.stderr
+    assert env.status()["next_seq"] == before
+    res = w.cli("propose", "--human", "bob", "--repo", "demo", "-m", "with a security key", "--json", cwd=checkout)
+    assert res.returncode == 0, res.stderr
+    out = json.loads(res.stdout)
+    got = wait_for(env, out["change"], "integrated")
+    assert got["actor"] == {"kind": "human", "name": "bob"}
+    entry = env.log()[out["seq"] - 1]["entry"]
+    assert entry["human"]["human"] == "bob" and bytes.fromhex(entry["human"]["sig"]).startswith(b"SSHSIG")
