@@ -2,6 +2,7 @@
 reads the file at trunk, the form is signed with the virtual authenticator as a change.propose the
 worker prepared (human.prepare_change), and the change lands on trunk through the merge queue;
 checked outside the console, in the store. axe-core finds nothing serious on the page."""
+import re
 import subprocess
 import time
 
@@ -50,6 +51,22 @@ def test_a_small_edit_in_the_browser_lands_on_trunk(stack, new_page, tmp_path, a
     done = sign(page, "#edit", intent="note the fee")
     assert "allow" in done, done
     assert trunk_file(worker, "docs/notes.md", "Fees tripled") == "# Notes\n\nFees tripled.\n"
+
+    # a critical path (lonca.toml by default) waits for an approval, on Review and the change page
+    page.goto(console.url + "/r/demo/edit?path=lonca.toml")
+    page.fill("#edit-content", "[leases]\nshared = true\n")
+    done = sign(page, "#edit", intent="share leases")
+    assert "escalate" in done and "critical_path:lonca.toml" in done, done
+    change = re.search(r"propose change ([k-z]{12})", done)[1]
+    page.goto(console.url + "/r/demo/review")
+    row = page.locator(f"#review tr:has-text('{change}')")
+    expect(row).to_contain_text("human:alice")
+    row.locator("a").first.click()
+    page.wait_for_url(re.compile(rf"/changes/{change}"))
+    expect(page.locator("table.diff")).to_contain_text("shared = true")
+    assert "allow" in sign(page, "form[data-ceremony='approve']", note="mine, on purpose")
+    expect(page.locator("#change dd[data-status]")).to_have_text("integrated", timeout=30_000)
+    assert "shared = true" in trunk_file(worker, "lonca.toml", "shared = true")
 
     # a file that is no text is not edited here
     page.goto(console.url + "/r/demo/edit?path=logo.bin")
