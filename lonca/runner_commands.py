@@ -315,9 +315,12 @@ def _propose_as_human(args, ws: wsp.Workspace) -> int:
     the human's key (a file key or a security key) and submitted unchanged. No lease."""
     name = human_name(args)
     need_key(name)      # before the worker is asked anything
-    files = wsp.proposal_files(ws)
+    files = wsp.proposal_files(ws) if ws.repo else None
     with Client() as c:
         repo = ws.repo or pick_repo(c, name, args.repo)
+        if files is None:  # a git checkout: its local commits are part of the change
+            ws.base = _trunk_ancestor(c, name, repo, ws.root)
+            files = wsp.proposal_files(ws, wsp.checkout_changes(ws.root, ws.base))
         params = {"base": ws.base, "files": files, "change": None, "author": name, "intent": args.intent,
                   "revert_of": None}
         prepared = human_call(c, name, "human.prepare_change", params, repo=repo)
@@ -328,6 +331,19 @@ def _propose_as_human(args, ws: wsp.Workspace) -> int:
     out = {"change": res["change"], "commit": res["commit"], "seq": res["seq"], "decision": res["decision"],
            "status": res["status"], "details": res["details"]}
     return _logged(args, out, f"change {out['change'][:12]} {out['status']}")
+
+
+TRUNK_SEARCH = 200  # commits of a checkout's history looked at for one that was trunk
+
+
+def _trunk_ancestor(c: Client, name: str, repo: str, root: Path) -> str:
+    """The newest commit of the checkout's first-parent history that was trunk (trunk.distance):
+    the base of a human's change made there, local commits included."""
+    for commit in wsp.git(root, "rev-list", "--first-parent", f"--max-count={TRUNK_SEARCH}", "HEAD").decode().split():
+        if human_call(c, name, "trunk.distance", {"base": commit}, repo=repo)["behind"] is not None:
+            return commit
+    raise Usage(f"none of this checkout's last {TRUNK_SEARCH} commits was trunk of {repo}: work from a checkout of "
+                "its trunk (lonca workspace create)")
 
 
 # -- leases ---------------------------------------------------------------------------------------

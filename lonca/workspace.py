@@ -116,7 +116,7 @@ def find(start: Path | None = None) -> Workspace:
 
 def find_or_checkout(start: Path | None = None) -> Workspace:
     """The Lonca workspace here or above, else the git checkout here, its HEAD as the base and
-    no repository named (a human's checkout of trunk: `lonca propose` as a human)."""
+    no repository named (a human's checkout: `lonca propose` as a human finds the base)."""
     try:
         return find(start)
     except Usage:
@@ -210,9 +210,19 @@ def with_markers(files: list[dict]) -> list[str]:
     return bad
 
 
-def proposal_files(ws: Workspace) -> list[dict]:
-    """The local changes to propose; none, or conflict markers left in one, is a usage error."""
-    files = local_changes(ws)
+def checkout_changes(root: Path, base: str) -> list[dict]:
+    """The files of a git checkout that differ from commit `base`: tracked files changed since
+    it, committed or not, and untracked ones (what .gitignore ignores stays out)."""
+    tracked = git(root, "-c", "core.quotepath=off", "diff", "--name-only", "-z", "--no-renames", base, "--")
+    untracked = git(root, "-c", "core.quotepath=off", "ls-files", "--others", "--exclude-standard", "-z")
+    paths = sorted({p.decode() for p in tracked.split(b"\0") + untracked.split(b"\0") if p})
+    return [_file_change(root, p) for p in paths]
+
+
+def proposal_files(ws: Workspace, files: list[dict] | None = None) -> list[dict]:
+    """The local changes to propose (`files`, else the workspace's); none, or conflict markers
+    left in one, is a usage error."""
+    files = local_changes(ws) if files is None else files
     if not files:
         raise Usage("no local changes to propose")
     marked = with_markers(files)

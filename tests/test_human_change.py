@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from conftest import git
 from helpers import acquire, b64, human_key, init_repo, login, propose
 from lonca.protocol import LoncaError
 from test_leases import APP
@@ -233,10 +234,14 @@ def test_the_cli_proposes_a_human_change_from_a_checkout(repo_env, tmp_path):
                    check=True)
     res = env.w.cli("propose", "-m", "nothing", "--json", cwd=checkout)
     assert res.returncode == 3 and res.stdout == "" and "no local changes" in res.stderr
+    # a local commit and an uncommitted file: the base is the newest commit that was trunk
     (checkout / "lib" / "util.py").write_text("def helper():\n    return 41\n")
+    git("commit", "-qam", "helper", cwd=checkout)
+    (checkout / "lib" / "more.py").write_text("def more():\n    return 2\n")
     res = env.w.cli("propose", "-m", "helper", "--json", cwd=checkout)
     assert res.returncode == 0, res.stderr
-    wait_for(env, json.loads(res.stdout)["change"], "integrated")
+    got = wait_for(env, json.loads(res.stdout)["change"], "integrated")
+    assert got["paths"] == ["lib/more.py", "lib/util.py"] and got["base"] == git("rev-parse", "HEAD~1", cwd=checkout)
     # a denial exits 1 with the reason on stderr
     env.submit({"op": "freeze", "reason": "release"})
     (checkout / "app.py").write_text(APP.replace("amount * 2", "amount * 12"))
