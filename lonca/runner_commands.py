@@ -50,6 +50,7 @@ def register(sub) -> None:
                               "else as you (a workspace of `workspace create`, or a git checkout of trunk), "
                               "signed with your key", cmd_propose, repo=True)
     pp.add_argument("--intent", "-m", default="", help="what the change does and why")
+    pp.add_argument("--revert-of", metavar="CHANGE", help="as a human: the change this one reverts (its id or first letters)")
 
     lease = sub.add_parser("lease", help="leases on symbols").add_subparsers(dest="lease_cmd", metavar="COMMAND")
     la = command(lease, "acquire", "take a lease set on symbols", cmd_lease_acquire)
@@ -299,6 +300,8 @@ def cmd_propose(args) -> int:
     ws = wsp.find_or_checkout()
     if ws.session is None or args.human:
         return _propose_as_human(args, ws)
+    if args.revert_of:
+        raise Usage("--revert-of goes with a human's change (an agent's claim is made from its facts)")
     with Client() as c:
         out = wsp.propose(ws, c, args.intent)
     text = f"change {out['change'][:12]} {out['status']}"
@@ -321,8 +324,11 @@ def _propose_as_human(args, ws: wsp.Workspace) -> int:
         if files is None:  # a git checkout: its local commits are part of the change
             ws.base = _trunk_ancestor(c, name, repo, ws.root)
             files = wsp.proposal_files(ws, wsp.checkout_changes(ws.root, ws.base))
+        revert_of = args.revert_of
+        if revert_of and len(revert_of) < 32:
+            revert_of = human_call(c, name, "change.resolve", {"prefix": revert_of}, repo=repo)["change"]
         params = {"base": ws.base, "files": files, "change": None, "author": name, "intent": args.intent,
-                  "revert_of": None}
+                  "revert_of": revert_of}
         prepared = human_call(c, name, "human.prepare_change", params, repo=repo)
         res = human_submit(c, name, repo, prepared["op"])
     if not args.json:

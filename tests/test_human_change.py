@@ -242,6 +242,16 @@ def test_the_cli_proposes_a_human_change_from_a_checkout(repo_env, tmp_path):
     assert res.returncode == 0, res.stderr
     got = wait_for(env, json.loads(res.stdout)["change"], "integrated")
     assert got["paths"] == ["lib/more.py", "lib/util.py"] and got["base"] == git("rev-parse", "HEAD~1", cwd=checkout)
+    # on trunk again, a revert of the first change, named by its first letters
+    git("fetch", "-q", "origin", cwd=checkout)
+    git("reset", "-q", "--hard", "origin/main", cwd=checkout)
+    git("clean", "-qfd", cwd=checkout)
+    git("checkout", "-q", ws["base"], "--", "app.py", "README.md", cwd=checkout)
+    (checkout / "lib" / "new.py").unlink()
+    res = env.w.cli("propose", "-m", "undo the tidy-up", "--revert-of", out["change"][:8], "--json", cwd=checkout)
+    assert res.returncode == 0, res.stderr
+    reverted = change_of(env, json.loads(res.stdout)["change"])
+    assert reverted["claim"]["revert_of"] == out["change"] and sorted(reverted["paths"]) == ["README.md", "app.py", "lib/new.py"]
     # a denial exits 1 with the reason on stderr
     env.submit({"op": "freeze", "reason": "release"})
     (checkout / "app.py").write_text(APP.replace("amount * 2", "amount * 12"))
@@ -285,3 +295,13 @@ def test_presence_required_takes_a_security_key_from_the_cli(repo_env, sk_provid
     assert got["actor"] == {"kind": "human", "name": "bob"}
     entry = env.log()[out["seq"] - 1]["entry"]
     assert entry["human"]["human"] == "bob" and bytes.fromhex(entry["human"]["sig"]).startswith(b"SSHSIG")
+
+
+def test_a_change_over_one_line_of_64_kib(repo_env):
+    """human.prepare_change and human.submit are methods whose line may pass 64 KiB (seed 001)."""
+    env = repo_env
+    big = "".join(f"LINE_{i} = {i}\n" for i in range(20_000))  # about 300 KiB
+    prepared = prepare(env, {"lib/table.py": big})
+    assert prepared["facts"]["added_files"] == ["lib/table.py"] and prepared["facts"]["lines_added"] == 20_000
+    assert env.submit(prepared["op"])["decision"]["outcome"] == "allow"
+    wait_for(env, prepared["op"]["change"], "integrated")
