@@ -4,7 +4,6 @@ branch of a remote onto trunk, fast-forward only (import.external), and pushes t
 service/remotes.py's; this module adds its kinds to human.submit's tables when the worker loads it."""
 import asyncio
 from functools import partial
-from typing import Awaitable, Callable
 
 import pygit2
 
@@ -15,7 +14,7 @@ from . import gitstore, remotes
 from .backup_methods import LOG_REF, log_commit
 from .change_build import facts_of
 from .change_methods import leases_on, facts_json
-from .human_methods import SUBMIT_AROUND, SUBMIT_OPS, check_prepared
+from .human_methods import SUBMIT_AROUND, SUBMIT_OPS, Append, check_prepared
 from .log import Draft, allow, deny
 from .methods import Call, method
 from .read_methods import on_store
@@ -23,7 +22,6 @@ from .reducers import changed_symbols
 from .state import RepoState
 from .store import PreparedRow
 
-Append = Callable[..., Awaitable[dict]]  # human.submit's append(decide_op=its own): the answer
 PUSH_BRANCH = "main"  # trunk's name in the store (gitstore.TRUNK_REF), and on the remote
 POLICY_REF = "refs/lonca/policy"
 

@@ -7,7 +7,6 @@ changes are told (affected_lease, a symbols_changed event), as for a human's imp
 docs/decisions.md, "A human's own change". This module adds its kind to human.submit's tables
 when the worker loads it."""
 from functools import partial
-from typing import Awaitable, Callable
 
 import pygit2
 
@@ -17,7 +16,7 @@ from lonca.symbols import SYMBOLS_ENGINE, compare_claim
 
 from .change_build import check_files, commit_exists, facts_of, new_change_id
 from .change_methods import STATUS, facts_json, leases_on, prepare
-from .human_methods import SUBMIT_AROUND, SUBMIT_OPS, check_prepared
+from .human_methods import SUBMIT_AROUND, SUBMIT_OPS, Append, check_prepared
 from .log import Draft, deny
 from .methods import Call, method
 from .read_methods import on_store
@@ -25,7 +24,6 @@ from .reducers import changed_symbols, touched_paths
 from .state import RepoState
 from .store import PreparedRow
 
-Append = Callable[..., Awaitable[dict]]  # human.submit's append(decide_op=its own): the answer
 
 
 def _own_change(rs: RepoState, human: str, change: str | None) -> None:

@@ -175,6 +175,7 @@ SUBMIT_OPS: dict[str, Callable[..., Draft]] = {
 # answer, where append(decide_op) logs the signed op as decided by decide_op(call, rs, op). A
 # bridge fetches facts before its decision and pushes after its entry (service/bridge_methods.py).
 SUBMIT_AROUND: dict[str, Callable[..., Awaitable[dict]]] = {}
+Append = Callable[..., Awaitable[dict]]  # the `append` a SUBMIT_AROUND function gets: append(decide_op) -> the answer
 
 
 async def check_prepared(call: Call, op: dict, prepare: str) -> None:
