@@ -1,5 +1,6 @@
 """The console's writes: registering a key, and signing ceremonies (begin builds the operation and
 the challenge, finish sends the assertion to the worker). Every one of them goes through `guard`."""
+import base64
 import json
 import re
 import secrets
@@ -264,7 +265,29 @@ async def _op_policy(body, request, repo):
     return op, f"put policy {op['policy'][:12]} in force in {repo}"
 
 
-OPS = {"policy.update": _op_policy, "approve": _op_approve, "reject": _op_reject, "comment": _op_comment,
+async def _op_change(body, request, repo):
+    """A human's own change of one file (the edit page): the worker builds the commit on the
+    trunk the page showed and computes its facts (human.prepare_change); the human signs the
+    change.propose it answers, unchanged. A textarea's line ends are LF here."""
+    path = body.get("path")
+    if not isinstance(path, str) or not path.strip():
+        raise Refusal("name the file to change")
+    content = body.get("content")
+    if not isinstance(content, str):
+        raise Refusal("the file's new text is missing")
+    data = content.replace("\r\n", "\n").encode()
+    intent = _text(body.get("intent"), "what the change does and why")
+    s = session_of(request)
+    prepared = await call(request, "human.prepare_change", {
+        "base": str(body.get("base") or ""), "files": [{"path": path.strip(), "content_b64": base64.b64encode(data).decode(),
+                                                         "mode": None}],
+        "change": None, "author": s.human, "intent": intent, "revert_of": None}, repo=repo)
+    op = prepared["op"]
+    notes = f" (note: {'; '.join(prepared['syntax_errors'])})" if prepared["syntax_errors"] else ""
+    return op, f"propose change {op['change'][:12]} to {path.strip()} on {op['base'][:12]}: {intent}{notes}"
+
+
+OPS = {"change.propose": _op_change, "policy.update": _op_policy, "approve": _op_approve, "reject": _op_reject, "comment": _op_comment,
        "freeze": _op_freeze, "unfreeze": _op_freeze, "session.start": _op_session, "human.enroll": _op_enroll,
        "human.revoke": _op_revoke, "import.external": forge.op_import, "bridge.push": forge.op_push}
 STEP_UP = ("repo.backup", "repo.restore")  # no operation of the log: signed as a login of their own (console/forge.py)
@@ -348,6 +371,9 @@ async def ceremony_finish(request: Request):
     out = {"ok": True, "seq": res["seq"], "outcome": res["decision"]["outcome"],
            "message": f"{c.summary}: {res['decision']['outcome']} (seq {res['seq']})"
                       + (f" — {', '.join(res['decision']['reasons'])}" if res["decision"]["reasons"] else "")}
+    if c.kind == "change.propose":
+        out["change"] = c.op["change"]
+        out["status"] = res["status"]
     if c.kind == "bridge.push" and "push" in res:
         out["push"] = res["push"]  # git's porcelain output, shown under the result
     if c.kind == "session.start" and "token" in res:

@@ -87,6 +87,7 @@ def create_app(settings: Settings) -> Starlette:
         Route("/r/{repo}/sessions", pages.sessions),
         Route("/r/{repo}/log", pages.log),
         Route("/r/{repo}/forge", pages.forge),
+        Route("/r/{repo}/edit", pages.edit),
         Route("/live/{repo}", live.live),
         Route("/webauthn/register/begin", actions.register_begin, methods=["POST"]),
         Route("/webauthn/register/finish", actions.register_finish, methods=["POST"]),

@@ -281,6 +281,37 @@ async def forge(request: Request) -> Response:
     return render(request, "forge.html", {"repo": repo, "st": st})
 
 
+EDITABLE_BYTES = 1024 * 1024  # a file edited in a textarea: text, and small enough to read there
+
+
+@page
+async def edit(request: Request) -> Response:
+    """A small edit of one file of trunk, signed as a human's own change (human.prepare_change,
+    then change.propose through human.submit: console/actions.py). The file is read at trunk;
+    the form names that trunk as the change's base."""
+    repo = request.path_params["repo"]
+    path = request.query_params.get("path", "").strip()
+    st = await call(request, "status", repo=repo)
+    ctx = {"repo": repo, "st": st, "path": path, "text": "", "problem": None, "exists": False}
+    if path:
+        entries = await call(request, "tree", {"commit": st["trunk"], "with_content": False, "paths": [path]}, repo=repo)
+        entry = next((e for e in entries if e["path"] == path), None)
+        if entry is not None:
+            ctx["exists"] = True
+            if entry["mode"] not in ("regular", "executable") or entry["size"] > EDITABLE_BYTES:
+                ctx["problem"] = "this file is no small text file: change it from a checkout (lonca propose)"
+            else:
+                got = await call(request, "blobs", {"commit": st["trunk"], "paths": [path]}, repo=repo)
+                data = base64.b64decode(got[0]["content_b64"] or "")
+                try:
+                    ctx["text"] = data.decode("utf-8")
+                except UnicodeDecodeError:
+                    pass
+                if b"\0" in data or not ctx["text"] and data:  # what git would call binary
+                    ctx["problem"] = "this file is not text: change it from a checkout (lonca propose)"
+    return render(request, "edit.html", ctx)
+
+
 @page
 async def log(request: Request) -> Response:
     repo = request.path_params["repo"]

@@ -46,8 +46,11 @@ def register(sub) -> None:
             cmd_workspace_create, repo=True).add_argument("--dir")
 
     command(sub, "sync", "bring trunk into this workspace with the symbol merge", cmd_sync)
-    command(sub, "propose", "propose this workspace's local changes", cmd_propose) \
-        .add_argument("--intent", "-m", default="", help="what the change does and why")
+    pp = command(sub, "propose", "propose this workspace's local changes: as its agent in an agent's workspace, "
+                              "else as you (a workspace of `workspace create`, or a git checkout of trunk), "
+                              "signed with your key", cmd_propose, repo=True)
+    pp.add_argument("--intent", "-m", default="", help="what the change does and why")
+    pp.add_argument("--revert-of", metavar="CHANGE", help="as a human: the change this one reverts (its id or first letters)")
 
     lease = sub.add_parser("lease", help="leases on symbols").add_subparsers(dest="lease_cmd", metavar="COMMAND")
     la = command(lease, "acquire", "take a lease set on symbols", cmd_lease_acquire)
@@ -294,7 +297,11 @@ def cmd_sync(args) -> int:
 
 
 def cmd_propose(args) -> int:
-    ws = wsp.find()
+    ws = wsp.find_or_checkout()
+    if ws.session is None or args.human:
+        return _propose_as_human(args, ws)
+    if args.revert_of:
+        raise Usage("--revert-of goes with a human's change (an agent's claim is made from its facts)")
     with Client() as c:
         out = wsp.propose(ws, c, args.intent)
     text = f"change {out['change'][:12]} {out['status']}"
@@ -303,6 +310,46 @@ def cmd_propose(args) -> int:
             if d["holder_session"]:
                 print(f"  {d['symbol']}: held by {d['holder_agent']} ({d['holder_session']}) for \"{d['intent']}\"", file=sys.stderr)
     return _logged(args, out, text)
+
+
+def _propose_as_human(args, ws: wsp.Workspace) -> int:
+    """A human's own change (seed 001, human.prepare_change): the files that differ from the
+    checkout's base, built and checked by the worker, the change.propose it answers signed with
+    the human's key (a file key or a security key) and submitted unchanged. No lease."""
+    name = human_name(args)
+    need_key(name)      # before the worker is asked anything
+    files = wsp.proposal_files(ws) if ws.repo else None
+    with Client() as c:
+        repo = ws.repo or pick_repo(c, name, args.repo)
+        if files is None:  # a git checkout: its local commits are part of the change
+            ws.base = _trunk_ancestor(c, name, repo, ws.root)
+            files = wsp.proposal_files(ws, wsp.checkout_changes(ws.root, ws.base))
+        revert_of = args.revert_of
+        if revert_of and len(revert_of) < 32:
+            revert_of = human_call(c, name, "change.resolve", {"prefix": revert_of}, repo=repo)["change"]
+        params = {"base": ws.base, "files": files, "change": None, "author": name, "intent": args.intent,
+                  "revert_of": revert_of}
+        prepared = human_call(c, name, "human.prepare_change", params, repo=repo)
+        res = human_submit(c, name, repo, prepared["op"])
+    if not args.json:
+        for note in prepared["syntax_errors"]:
+            print(f"  note: {note}", file=sys.stderr)
+    out = {"change": res["change"], "commit": res["commit"], "seq": res["seq"], "decision": res["decision"],
+           "status": res["status"], "details": res["details"]}
+    return _logged(args, out, f"change {out['change'][:12]} {out['status']}")
+
+
+TRUNK_SEARCH = 200  # commits of a checkout's history looked at for one that was trunk
+
+
+def _trunk_ancestor(c: Client, name: str, repo: str, root: Path) -> str:
+    """The newest commit of the checkout's first-parent history that was trunk (trunk.distance):
+    the base of a human's change made there, local commits included."""
+    for commit in wsp.git(root, "rev-list", "--first-parent", f"--max-count={TRUNK_SEARCH}", "HEAD").decode().split():
+        if human_call(c, name, "trunk.distance", {"base": commit}, repo=repo)["behind"] is not None:
+            return commit
+    raise Usage(f"none of this checkout's last {TRUNK_SEARCH} commits was trunk of {repo}: work from a checkout of "
+                "its trunk (lonca workspace create)")
 
 
 # -- leases ---------------------------------------------------------------------------------------

@@ -114,6 +114,22 @@ def find(start: Path | None = None) -> Workspace:
     raise Usage("not in a Lonca workspace (no .lonca/workspace.json here or above); run `lonca session start`")
 
 
+def find_or_checkout(start: Path | None = None) -> Workspace:
+    """The Lonca workspace here or above, else the git checkout here, its HEAD as the base and
+    no repository named (a human's checkout: `lonca propose` as a human finds the base)."""
+    try:
+        return find(start)
+    except Usage:
+        pass
+    here = (start or Path.cwd()).resolve()
+    try:
+        root = Path(git(here, "rev-parse", "--show-toplevel").decode().strip())
+        base = git(root, "rev-parse", "--verify", "HEAD^{commit}").decode().strip()
+    except Usage:
+        raise Usage("not in a Lonca workspace nor a git checkout with a commit; run `lonca workspace create`") from None
+    return Workspace(root, "", None, base)
+
+
 def write_token(root: Path, token: str, expires_ms: int) -> None:
     write_private(token_file(root), json.dumps({"token": token, "expires_ms": expires_ms}).encode())
 
@@ -194,9 +210,19 @@ def with_markers(files: list[dict]) -> list[str]:
     return bad
 
 
-def proposal_files(ws: Workspace) -> list[dict]:
-    """The local changes to propose; none, or conflict markers left in one, is a usage error."""
-    files = local_changes(ws)
+def checkout_changes(root: Path, base: str) -> list[dict]:
+    """The files of a git checkout that differ from commit `base`: tracked files changed since
+    it, committed or not, and untracked ones (what .gitignore ignores stays out)."""
+    tracked = git(root, "-c", "core.quotepath=off", "diff", "--name-only", "-z", "--no-renames", base, "--")
+    untracked = git(root, "-c", "core.quotepath=off", "ls-files", "--others", "--exclude-standard", "-z")
+    paths = sorted({p.decode() for p in tracked.split(b"\0") + untracked.split(b"\0") if p})
+    return [_file_change(root, p) for p in paths]
+
+
+def proposal_files(ws: Workspace, files: list[dict] | None = None) -> list[dict]:
+    """The local changes to propose (`files`, else the workspace's); none, or conflict markers
+    left in one, is a usage error."""
+    files = local_changes(ws) if files is None else files
     if not files:
         raise Usage("no local changes to propose")
     marked = with_markers(files)

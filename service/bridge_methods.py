@@ -4,7 +4,6 @@ branch of a remote onto trunk, fast-forward only (import.external), and pushes t
 service/remotes.py's; this module adds its kinds to human.submit's tables when the worker loads it."""
 import asyncio
 from functools import partial
-from typing import Awaitable, Callable
 
 import pygit2
 
@@ -15,7 +14,7 @@ from . import gitstore, remotes
 from .backup_methods import LOG_REF, log_commit
 from .change_build import facts_of
 from .change_methods import leases_on, facts_json
-from .human_methods import SUBMIT_AROUND, SUBMIT_OPS
+from .human_methods import SUBMIT_AROUND, SUBMIT_OPS, Append, check_prepared
 from .log import Draft, allow, deny
 from .methods import Call, method
 from .read_methods import on_store
@@ -23,7 +22,6 @@ from .reducers import changed_symbols
 from .state import RepoState
 from .store import PreparedRow
 
-Append = Callable[..., Awaitable[dict]]  # human.submit's append(decide_op=its own): the answer
 PUSH_BRANCH = "main"  # trunk's name in the store (gitstore.TRUNK_REF), and on the remote
 POLICY_REF = "refs/lonca/policy"
 
@@ -36,12 +34,6 @@ def _fast_forward(store: pygit2.Repository, trunk: str, commit: str) -> None:
     if not store.descendant_of(commit, trunk):
         raise LoncaError("not_fast_forward", f"{commit[:12]} does not contain trunk ({trunk[:12]}): merge trunk "
                                              "into the branch (or rebase it on trunk) upstream, then import again")
-
-
-async def _prepared(call: Call, op: dict, prepare: str) -> None:
-    if await call.ctx.db_get(PreparedRow, content_hash(op)) is None:
-        raise LoncaError("invalid", f"this {op['op']} was not prepared by this daemon; call {prepare} "
-                                    "and sign its op unchanged")
 
 
 @method("human.prepare_import", "human")
@@ -59,7 +51,7 @@ async def prepare_import(call: Call) -> dict:
 
 async def submit_import(call: Call, rs: RepoState, op: dict, append: Append) -> dict:
     """The facts of trunk_before -> commit (off the loop), then the decision."""
-    await _prepared(call, op, "human.prepare_import")
+    await check_prepared(call, op, "human.prepare_import")
     d = call.ctx
 
     def facts(store: pygit2.Repository) -> dict:
@@ -112,7 +104,7 @@ def decide_push(call: Call, rs: RepoState, op: dict) -> Draft:
 
 
 async def submit_push(call: Call, rs: RepoState, op: dict, append: Append) -> dict:
-    await _prepared(call, op, "human.prepare_push")
+    await check_prepared(call, op, "human.prepare_push")
     res = await append()
     if res["decision"]["outcome"] != "allow":
         return res

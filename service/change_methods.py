@@ -24,6 +24,7 @@ from .state import ChangeRec, RepoState
 from .store import read_log
 
 DIFF_CAP = 2 * 1024 * 1024
+STATUS = {"allow": "queued", "escalate": "pending", "deny": "denied"}  # a proposal's status by its outcome
 
 
 # -- what leases the facts need ------------------------------------------------------------------
@@ -282,7 +283,7 @@ def _decide_propose(call: Call, rs: RepoState, me: str, change: str | None, base
     def result(entry: dict) -> dict:
         out = {"change": cid, "commit": commit, "facts": facts, "syntax_errors": syntax,
                "details": [x for x in details if x["code"] != "held_by_you"], "advice": advice(details),
-               "status": {"allow": "queued", "escalate": "pending", "deny": "denied"}[decision["outcome"]]}
+               "status": STATUS[decision["outcome"]]}
         if mismatches:
             out["claim_mismatch"] = mismatches
         return out

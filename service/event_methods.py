@@ -47,7 +47,8 @@ def inbox_line(e: dict) -> str:
     if e["kind"] == "symbols_changed":
         if e["change"] is None:  # a human's import.external
             return f"An import from upstream changed symbols your leases touch: {', '.join(e['symbols'][:10])}; sync."
-        return f"Change {e['change']} changes symbols your leases touch: {', '.join(e['symbols'][:10])}."
+        who = "A human's change" if e["from"] is None else "Change"  # a human's own change has no session
+        return f"{who} {e['change']} changes symbols your leases touch: {', '.join(e['symbols'][:10])}."
     return f"Reserved for you until {e['until_ms']} ms: {', '.join(i['symbol'] for i in e['items'])}; acquire it now."
 
 

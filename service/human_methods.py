@@ -175,6 +175,15 @@ SUBMIT_OPS: dict[str, Callable[..., Draft]] = {
 # answer, where append(decide_op) logs the signed op as decided by decide_op(call, rs, op). A
 # bridge fetches facts before its decision and pushes after its entry (service/bridge_methods.py).
 SUBMIT_AROUND: dict[str, Callable[..., Awaitable[dict]]] = {}
+Append = Callable[..., Awaitable[dict]]  # the `append` a SUBMIT_AROUND function gets: append(decide_op) -> the answer
+
+
+async def check_prepared(call: Call, op: dict, prepare: str) -> None:
+    """A prepared operation (import, push, a human's change) is taken only as this daemon's
+    `prepare` method wrote it: its hash is in the prepared table."""
+    if await call.ctx.db_get(PreparedRow, content_hash(op)) is None:
+        raise LoncaError("invalid", f"this {op['op']} was not prepared by this daemon; call {prepare} "
+                                    "and sign its op unchanged")
 
 
 def policy_denied(draft: Draft, reasons: list[str]) -> Draft:

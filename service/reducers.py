@@ -342,9 +342,11 @@ def _apply_propose(st: State, rs: RepoState, entry: dict, op: dict, outcome: str
                 leave_queue(rs, gone.id, {"status": "withdrawn"})
         elif reason.startswith("affected_lease:"):
             _, sess, set_id = reason.split(":", 2)
+            # a human's change needs no lease: what it changes under a lease is news to the holder
+            symbols = changed_symbols(facts) + facts.get("adds", []) if actor["kind"] == "human" else \
+                facts.get("signature_changes", []) + [o for o, _ in facts.get("renames", [])] + facts.get("deletes", [])
             rs.event({"kind": "symbols_changed", "seq": entry["seq"], "change": rec.id, "from": session,
-                      "sets": [set_id], "symbols": facts.get("signature_changes", []) + [o for o, _ in facts.get("renames", [])]
-                      + facts.get("deletes", [])}, sess)
+                      "sets": [set_id], "symbols": symbols}, sess)
     for pin in op.get("pins", []):
         s = rs.sets.get(pin["set"])
         if s:

@@ -312,6 +312,10 @@ SUBMIT_OPS = Tagged("op", {
                            frozenset({"remote", "commit", "trunk_before"})),
     "bridge.push": Obj({"remote": REMOTE, "oplog_seq": Int(1), "oplog_hash": HEX},
                        frozenset({"remote", "oplog_seq", "oplog_hash"})),
+    # a human's own change, as human.prepare_change wrote it (human_change_methods)
+    "change.propose": Obj({"change": CHANGE_ID, "commit": GIT_ID, "base": GIT_ID,
+                           "claim": Obj(CLAIM.fields, what=CLAIM.what)},
+                          frozenset({"change", "commit", "base", "claim"})),
 })
 REPO_INIT_OP = Tagged("op", {"repo.init": Obj(
     {"repo": NAME, "daemon_key": HEX, "human": NAME, "human_key": HUMAN_KEY, "policy": GIT_ID, "trunk": GIT_ID,
@@ -355,6 +359,11 @@ SCHEMAS: dict[str, Obj] = {
     "repo.restore": params({"repo": NAME, "from": REMOTE}, ["repo", "from"]),
     "human.prepare_import": params({"remote": REMOTE, "branch": Str(255, 1, nullable=True)}, ["remote"]),
     "human.prepare_push": params({"remote": REMOTE}, ["remote"]),
+    "human.prepare_change": params({"base": GIT_ID, "files": FILES, "change": Str(32, 32, r"[k-z]{32}", nullable=True,
+                                                                                  what=CHANGE_ID.what),
+                                    "author": Str(200, 1), "intent": TEXT,
+                                    "revert_of": Str(32, 32, r"[k-z]{32}", nullable=True, what=CHANGE_ID.what)},
+                                   ["base", "files", "author", "intent"]),
     "human.prepare_policy": params({"config": Str(1 << 20), "policy": Str(1 << 20, nullable=True)}, ["config"]),
     "log": params({"from": Int(1), "limit": Int(1, nullable=True), "wait_ms": Int(0, nullable=True)}, ["from"]),
     "tree": params({"commit": GIT_ID, "with_content": Bool(), "paths": Arr(PATH, 100_000, nullable=True)}, ["commit"]),
