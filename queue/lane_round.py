@@ -28,7 +28,7 @@ import pygit2
 
 from lonca.symbols import SymbolCache
 
-from .batching import BatchOutcome, QueuedChange, Verdict, find_culprit, integrate_chain, run_batch
+from .batching import BatchOutcome, QueuedChange, Verdict, find_culprit, find_culprit_wide, integrate_chain, run_batch
 from .lanes import Footprint, partition
 
 Chain = list[tuple[QueuedChange, str]]          # (change, its commit on the candidate)
@@ -44,15 +44,27 @@ class _Lane:
     culprit: tuple[QueuedChange, Verdict] | None = None
 
 
-def _bisect(lane: _Lane, verify: Verify) -> None:
-    """The lane's tip failed: find its culprit on the lane's own prefixes."""
+def _bisect(lane: _Lane, verify: Verify, width: int = 1) -> None:
+    """The lane's tip failed: find its culprit on the lane's own prefixes, `width` of them at once
+    (on threads of their own: the round's pool is busy with the lanes' bisections)."""
     seen = {len(lane.chain): lane.tip}
+
+    def check(k: int) -> Verdict:
+        return verify([c for c, _ in lane.chain[:k]], lane.chain[k - 1][1])
 
     def passes(k: int) -> bool:
         if k not in seen:
-            seen[k] = verify([c for c, _ in lane.chain[:k]], lane.chain[k - 1][1])
+            seen[k] = check(k)
         return bool(seen[k] and seen[k].ok)
-    at = find_culprit(len(lane.chain), passes)
+    if width > 1:
+        with ThreadPoolExecutor(max_workers=width, thread_name_prefix="lonca-prefix") as pool:
+            def many(points: list[int]) -> dict[int, bool]:
+                futures = {k: pool.submit(check, k) for k in points if k not in seen}
+                seen.update((k, f.result()) for k, f in futures.items())
+                return {k: passes(k) for k in points}
+            at = find_culprit_wide(len(lane.chain), many, width)
+    else:
+        at = find_culprit(len(lane.chain), passes)
     verdict = seen[at + 1]
     assert verdict is not None
     lane.culprit = (lane.chain[at][0], verdict)
@@ -74,13 +86,15 @@ def _split(items: list, parts: int) -> list[list]:
 def run_lanes(repo: pygit2.Repository, trunk: str, changes: list[QueuedChange],
               prints: list[Footprint], verify: Verify, runners: int,
               committer: pygit2.Signature | None = None,
-              cache: SymbolCache | None = None) -> BatchOutcome:
+              cache: SymbolCache | None = None, speculate: bool = True) -> BatchOutcome:
     """One round over `changes` (queue order) whose footprints are `prints`. Commits are made on
     the calling thread; `verify(prefix, commit)` runs on up to `runners` threads at once, so it
-    must open its own handle on the store. Creates commits only, never moves a ref."""
+    must open its own handle on the store. Creates commits only, never moves a ref. `speculate`
+    False: a failing run is bisected one prefix at a time (lanes still verified in parallel)."""
     groups = partition(prints)
+    width = runners if speculate else 1
     if runners <= 1 or len(groups) <= 1:
-        return run_batch(repo, trunk, changes, verify, committer, cache, width=runners)
+        return run_batch(repo, trunk, changes, verify, committer, cache, width=width)
     cache = cache if cache is not None else SymbolCache()
     out = BatchOutcome(trunk)
     lanes = [_Lane(integrate_chain(repo, trunk, [changes[i] for i in g], committer, cache, out)) for g in groups]
@@ -97,7 +111,7 @@ def run_lanes(repo: pygit2.Repository, trunk: str, changes: list[QueuedChange],
     union = build(lanes)
     if len(lanes) <= 1 or union is None:
         # one lane left, or lanes the facts called apart that do not merge: one batch, as always
-        again = run_batch(repo, trunk, rest, verify, committer, cache, width=runners)
+        again = run_batch(repo, trunk, rest, verify, committer, cache, width=width)
         again.conflicted[:0] = out.conflicted
         return again
 
@@ -133,7 +147,9 @@ def run_lanes(repo: pygit2.Repository, trunk: str, changes: list[QueuedChange],
             wave = [(half, chain) for part in failing for half in _split(part, 2) if (chain := build(half))]
             futures = [check(chain) for _, chain in wave]
             failing = []
-        for f in [pool.submit(_bisect, lane, verify) for lane in lanes if lane.tip is not None]:
+        tipped = [lane for lane in lanes if lane.tip is not None]
+        each = max(1, width // max(1, len(tipped)))     # the free runners, shared by the lanes
+        for f in [pool.submit(_bisect, lane, verify, each) for lane in tipped]:
             f.result()
     passed += [(lane.chain[:lane.good], lane.good_verdict) for lane in lanes
                if lane.culprit and lane.good and lane.good_verdict]
