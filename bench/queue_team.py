@@ -283,44 +283,72 @@ class CeleryRunners:
 
 
 def simulated_submitqueue(changes: list[Change], t: float, runners: int) -> tuple[float, float]:
-    """SubmitQueue-style linear speculation, simulated (no worker, no checks; see docs/decisions.md,
-    "The queue benchmark at team scale"). Every change that arrives is built on the speculative
-    head (trunk plus every change ahead of it still pending, assumed to pass) and checked at once
-    on a free runner (FIFO when none is free); its check takes T. A change lands, in order, when
-    its own check passed and every change ahead of it is decided. A failing change is rejected
-    when its check ends, and every change behind it whose build included it is checked again on
-    the new head (its check restarts on a runner). Open-loop arrivals at one every T / runners.
-    Returns (decided changes a minute, p95 queued -> integrated in seconds)."""
-    gap = t / runners
-    n = len(changes)
-    arrive = [i * gap for i in range(n)]
-    # the event loop: each change has a check start; a restart discards it
-    free_at = [0.0] * runners       # when each runner is next free
-    done = [0.0] * n                # when its current check ends
-    decided = [0.0] * n
-    bad_before: list[int] = []      # failing changes not yet rejected, by position
+    """SubmitQueue-style linear speculation, SIMULATED: an event simulation over the same workload,
+    T and arrivals, with no worker, no git and no cost but T (an upper bound for a real queue).
 
-    def schedule(i: int, ready: float) -> None:
-        k = min(range(runners), key=lambda r: free_at[r])
-        start = max(ready, free_at[k])
-        free_at[k] = start + t
-        done[i] = start + t
+    The model (Zuul's dependent pipeline, SubmitQueue with a linear speculation graph and no
+    conflict analyzer): every change is checked on the speculative head, trunk plus every change
+    ahead of it still pending (assumed to pass), as soon as a runner is free (the change nearest
+    the queue's head first; its build holds what is pending ahead when it starts). A build fails when the change
+    or any change it holds fails. The queue's head lands when its build passed, and is rejected
+    when its build failed on a head of only landed changes; a rejected change resets every build
+    that held it (a running one frees its runner) and those are checked again. Returns (decided
+    changes a minute, p95 queued -> integrated in seconds, of the landed changes)."""
+    import heapq
 
-    for i in range(n):
-        schedule(i, arrive[i])
-    # changes in order: a failing change ahead of i that i's build held forces i to check again
-    # once the culprit is rejected (its check end); repeat until nothing moves
-    for i in range(n):
-        for b in bad_before:
-            if arrive[i] < done[b] and done[i] > 0:   # i was built while b was pending: b was in it
-                schedule(i, max(done[b], arrive[i]))
-        if changes[i].failing:
-            bad_before.append(i)
-    for i in range(n):
-        ahead = decided[i - 1] if i else 0.0
-        decided[i] = max(done[i], ahead)
-    latencies = [decided[i] - arrive[i] for i in range(n) if not changes[i].failing]
-    return n / (max(decided) - arrive[0]) * 60, pct(latencies, 95)
+    n, gap = len(changes), t / runners
+    pending: list[int] = []
+    held: dict[int, set[int]] = {}      # change -> the changes its current build holds
+    result: dict[int, bool] = {}        # change -> its current build's verdict, once it ended
+    running: dict[int, int] = {}        # change -> the token of its running build
+    waiting: list[int] = []             # changes waiting for a runner
+    events: list[tuple[float, int, int, int]] = [(i * gap, 0, i, 0) for i in range(n)]  # (time, kind, change, token)
+    heapq.heapify(events)
+    free, token, now = runners, 0, 0.0
+    decided: dict[int, float] = {}
+    rejected: set[int] = set()
+
+    def start() -> None:
+        nonlocal free, token
+        while free and waiting:
+            i = min(waiting, key=pending.index)     # the change nearest the head first
+            waiting.remove(i)
+            free -= 1
+            token += 1
+            held[i] = set(pending[:pending.index(i)])
+            running[i] = token
+            heapq.heappush(events, (now + t, 1, i, token))
+
+    def reset(i: int) -> None:
+        nonlocal free
+        if i in running:
+            del running[i]
+            free += 1
+        result.pop(i, None)
+        if i not in waiting:
+            waiting.append(i)
+
+    while events:
+        now, kind, i, tok = heapq.heappop(events)
+        if kind == 0:                   # arrives
+            pending.append(i)
+            waiting.append(i)
+        elif running.get(i) == tok:     # its build ended (not reset meanwhile)
+            del running[i]
+            free += 1
+            result[i] = not changes[i].failing and not any(changes[j].failing for j in held[i])
+        while pending and pending[0] in result:
+            h = pending.pop(0)
+            decided[h] = now
+            if not result[h]:
+                rejected.add(h)
+                for j in pending:
+                    if h in held.get(j, ()) and (j in running or j in result):
+                        reset(j)
+        start()
+    arrive = {i: i * gap for i in range(n)}
+    latencies = [decided[i] - arrive[i] for i in range(n) if i not in rejected]
+    return n / (max(decided.values()) - arrive[0]) * 60, pct(latencies, 95)
 
 
 def team_table() -> None:

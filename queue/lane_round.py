@@ -12,6 +12,10 @@ checks at once, the union is verified beside the lanes in `runners - 1` groups:
   built into one tree and verified, and lands when it passes. When it does not (lanes that pass
   apart and fail together), the tree that passed alone (a group, a lane, a good prefix) holding
   the most changes lands. The rest goes back to the queue for the next round.
+- under `speculate` (the default), the prefixes of a failing lane are bisected as many at once
+  as runners are free, and beside each halving wave that leaves a runner free the whole lanes
+  passed so far are checked as one tree: when it passes it lands as that wave ends, a wave
+  sooner, and what passed in that wave goes back to the queue.
 
 No tree lands on another tree's verdict: a lane that passed on trunk says nothing of trunk plus
 another lane (docs/decisions.md, "Independent lanes, flaky retries, priority…"). Speculation
@@ -133,6 +137,7 @@ def run_lanes(repo: pygit2.Repository, trunk: str, changes: list[QueuedChange],
             return out
         # a group that fails is halved until each failing group is one lane (group testing)
         failing: list[list[_Lane]] = [] if wave else [lanes]
+        early: list[tuple[Chain, Future]] = []  # the whole lanes passed so far as one tree (speculate)
         while wave or failing:
             for (part, chain), f in zip(wave, futures):
                 v = f.result()
@@ -147,17 +152,30 @@ def run_lanes(repo: pygit2.Repository, trunk: str, changes: list[QueuedChange],
             wave = [(half, chain) for part in failing for half in _split(part, 2) if (chain := build(half))]
             futures = [check(chain) for _, chain in wave]
             failing = []
+            # beside a halving wave, on a runner it leaves free: what passed so far as one tree,
+            # which can land when the wave ends instead of a wave later
+            whole = [lane for lane in lanes if lane.good == len(lane.chain)]
+            size = sum(len(lane.chain) for lane in whole)
+            if speculate and wave and len(wave) < runners and len(whole) > 1 \
+                    and size > max([len(c) for c, _ in early] + [len(c) for c, _ in passed]):
+                if (chain := build(whole)) is not None:
+                    early.append((chain, check(chain)))
         tipped = [lane for lane in lanes if lane.tip is not None]
         each = max(1, width // max(1, len(tipped)))     # the free runners, shared by the lanes
         for f in [pool.submit(_bisect, lane, verify, each) for lane in tipped]:
             f.result()
+        landable = [(chain, v) for chain, f in early if (v := f.result()).ok]
     passed += [(lane.chain[:lane.good], lane.good_verdict) for lane in lanes
                if lane.culprit and lane.good and lane.good_verdict]
 
     # what passed, lane by lane, checked once more as one tree: the usual end of a round with a
-    # few culprits among many lanes (each of which passed alone)
+    # few culprits among many lanes (each of which passed alone). Under speculation, a tree of
+    # whole lanes checked beside the last halving wave lands at once when it passed; the lanes
+    # that passed after it (and the good prefixes of failing ones) go back to the queue.
     good = [lane for lane in lanes if lane.good]
-    if len(good) > 1 and sum(lane.good for lane in good) < len(union):    # the whole union failed already
+    if landable:
+        out.landed, out.landed_verdict = max(landable, key=lambda cv: len(cv[0]))
+    elif len(good) > 1 and sum(lane.good for lane in good) < len(union):    # the whole union failed already
         order = [c for lane in good for c, _ in lane.chain[:lane.good]]
         clean = integrate_chain(repo, trunk, order, committer, cache, BatchOutcome(trunk))
         if len(clean) == len(order):
