@@ -104,8 +104,11 @@ def source_repo(path: Path, n: int) -> None:
     repo.references["refs/heads/main"].set_target(top)
 
 
-def policy(t: float, runners: int, speculate: bool, runner: str) -> str:
-    check = f'["sh", "-c", "sleep {t:g}; ! grep -rqs BAD ."]'
+def policy(t: float, runners: int, speculate: bool, runner: str, trace: Path) -> str:
+    """The check sleeps T, notes its start and end in `trace` (outside the tree: how many checks
+    ran and how busy the runners were), and fails on a tree holding BAD."""
+    script = f's=$(date +%s.%N); sleep {t:g}; echo $s $(date +%s.%N) >> {trace}; ! grep -rqs BAD .'
+    check = f'["sh", "-c", "{script}"]'
     return (f"[verification]\ntests = {check}\nbatch_size = 16\ntimeout_s = {int(t * 10) + 30}\n"
             f"[queue]\nrunners = {runners}\nspeculate = {'true' if speculate else 'false'}\nrunner = \"{runner}\"\n"
             "[leases]\ntimeout_ms = 3600000\n[sessions]\nops_per_minute = 100000\n")
@@ -121,6 +124,8 @@ class Result:
     makespan_s: float
     latencies_s: list[float]    # queued -> integrated, of each landed change
     rounds: int                 # integration entries (batches landed and single decisions)
+    checks: int                 # check processes that ran
+    busy: float                 # their time over runners x makespan
     green: bool                 # every landed tree has passing attestations of exactly that tree
     right: bool                 # landed = the passing changes, rejected = the failing ones
     load: float
@@ -214,7 +219,8 @@ def run_one(w: BenchWorker, src: Path, changes: list[Change], t: float, runners:
             runner: str) -> Result:
     repo = f"q{runners}{strategy}"
     w.init_repo(repo, import_from=str(src))
-    w.policy(policy(t, runners if strategy != "a" else 1, strategy == "c", runner), repo=repo)
+    trace = w.tmp / f"checks-{repo}.txt"
+    w.policy(policy(t, runners if strategy != "a" else 1, strategy == "c", runner, trace), repo=repo)
     tokens = w.start_sessions(AGENTS, repo=repo)
     with w.client() as c:
         status = c.call("status", {}, repo=repo, token=w.htoken)
@@ -244,8 +250,29 @@ def run_one(w: BenchWorker, src: Path, changes: list[Change], t: float, runners:
     right = rejected == failing and set(landed) == set(ids) - failing
     first = min(proposed[i] for i in ids)
     last = max(e["time_ms"] for e in decisions)
-    return Result(runners, strategy, len(ids), len(landed), len(rejected), (last - first) / 1000,
-                  [(ms - proposed[cid]) / 1000 for cid, ms in landed.items()], len(decisions), green, right, load)
+    spans = [tuple(map(float, line.split())) for line in trace.read_text().splitlines()] if trace.exists() else []
+    makespan = (last - first) / 1000
+    if os.environ.get("BENCH_QUEUE_TRACE"):
+        _trace(repo, entries, proposed, first)
+    return Result(runners, strategy, len(ids), len(landed), len(rejected), makespan,
+                  [(ms - proposed[cid]) / 1000 for cid, ms in landed.items()], len(decisions),
+                  len(spans), sum(b - a for a, b in spans) / (runners * makespan), green, right, load)
+
+
+def _trace(repo: str, entries: list[dict], proposed: dict[str, int], first: int) -> None:
+    """The queue's decisions in time (BENCH_QUEUE_TRACE=1): seconds in, what was decided, and how
+    many changes were queued and undecided then."""
+    decided = 0
+    for e in entries:
+        op = e["op"]
+        if op["op"] not in ("change.integrate", "change.integrate_batch"):
+            continue
+        n = len(op["merged"]) if op["op"] == "change.integrate_batch" else 1
+        what = "landed" if e["decision"]["outcome"] == "allow" else "rejected"
+        waiting = sum(1 for ms in proposed.values() if ms <= e["time_ms"]) - decided
+        decided += n
+        print(f"  {repo} {(e['time_ms'] - first) / 1000:7.2f} s  {what} {n:>2}  queued before: {waiting}",
+              file=sys.stderr)
 
 
 class CeleryRunners:
@@ -257,16 +284,20 @@ class CeleryRunners:
         env = {"PATH": "/usr/bin:/bin"}
         if os.environ.get("LONCA_CELERY_BROKER"):
             env["LONCA_CELERY_BROKER"] = os.environ["LONCA_CELERY_BROKER"]
+        homes = []
         for i in range(n):
             home = tmp / f"runner-{n}-{i}"
             home.mkdir(parents=True)
+            homes.append(home)
             out = open(home / "out.txt", "wb")
             self.procs.append(subprocess.Popen(
                 [sys.executable, "-m", "lonca", "runner", "--concurrency", "1"], cwd=home,
                 env={**env, "HOME": str(home)}, stdout=out, stderr=subprocess.STDOUT, start_new_session=True))
-            deadline = time.time() + 120
+        deadline = time.time() + 180
+        for proc, home in zip(self.procs, homes):
             while b" ready." not in (home / "out.txt").read_bytes():
-                if self.procs[-1].poll() is not None or time.time() > deadline:
+                if proc.poll() is not None or time.time() > deadline:
+                    self.stop()
                     raise RuntimeError((home / "out.txt").read_text())
                 time.sleep(0.2)
 
@@ -393,7 +424,7 @@ def _print(results: list[Result], changes: list[Change], t: float, runner: str, 
     a8 = max(results, key=lambda r: r.runners)
     top = a8.runners
     head = f"{'runners':>7} {'strategy':<26} {'/min':>6} {'ideal':>6} {'x ideal':>7} {'p95 s':>6} {'p95/T':>6} " \
-           f"{'landed':>6} {'rej':>4} {'rounds':>6} {'ok':>3} {'load':>5}"
+           f"{'landed':>6} {'rej':>4} {'rounds':>6} {'checks':>6} {'busy':>5} {'ok':>3} {'load':>5}"
     print(head)
     names = {"a": "(a) batch and bisection", "b": "(b) lanes", "c": "(c) lanes + speculation"}
     for r in results:
@@ -406,7 +437,7 @@ def _print(results: list[Result], changes: list[Change], t: float, runner: str, 
         sq, p95 = simulated_submitqueue(changes, t, r)
         ideal = r / t * 60
         print(f"{r:>7} {'SubmitQueue (SIMULATED)':<26} {sq:6.0f} {ideal:6.0f} {sq / ideal:7.2f} {p95:6.1f} "
-              f"{p95 / t:6.1f} {'-':>6} {'-':>4} {'-':>6} {'-':>3} {'-':>5}")
+              f"{p95 / t:6.1f} {'-':>6} {'-':>4} {'-':>6} {'-':>6} {'-':>5} {'-':>3} {'-':>5}")
     best = by.get((top, "c"))
     base = by.get((top, "a"))
     if best and base:

@@ -107,10 +107,12 @@ def run_lanes(repo: pygit2.Repository, trunk: str, changes: list[QueuedChange],
     rest = [c for c in changes if c.change not in conflicted]
 
     def build(part: list[_Lane]) -> Chain | None:
-        """The lanes of `part` on trunk, lane after lane; None when they do not merge."""
-        order = [c for lane in part for c, _ in lane.chain]
-        chain = integrate_chain(repo, trunk, order, committer, cache, BatchOutcome(trunk))
-        return chain if len(chain) == len(order) else None
+        """The lanes of `part` on trunk, lane after lane; None when they do not merge. The first
+        lane's own chain is that start already: only the others are integrated (on a loaded
+        machine, a round's integrations cost as much as its checks' overhead)."""
+        first, order = part[0].chain, [c for lane in part[1:] for c, _ in lane.chain]
+        chain = first + integrate_chain(repo, first[-1][1], order, committer, cache, BatchOutcome(trunk))
+        return chain if len(chain) == len(first) + len(order) else None
 
     union = build(lanes)
     if len(lanes) <= 1 or union is None:
