@@ -5,8 +5,8 @@ as its own candidate, and all of them together as the union (lane after lane). W
 checks at once, the union is verified beside the lanes in `runners - 1` groups:
 
 - the union passes: it lands whole, on the verdict of exactly its tree;
-- it fails: a failing group is halved until each failing lane stands alone (group testing, a
-  wave of checks at a time), and each failing lane is bisected on its own prefixes, all at once.
+- it fails: a failing group is cut (in halves, or in as many parts as runners are free) until
+  each failing lane stands alone (group testing, a wave of checks at a time), and each failing lane is bisected on its own prefixes, all at once.
   A culprit is rejected on the verdict of the tree that failed: trunk and its lane's prefix,
   only what it depends on. What passed (whole lanes, the good prefixes of failing ones) is then
   built into one tree and verified, and lands when it passes. When it does not (lanes that pass
@@ -137,7 +137,7 @@ def run_lanes(repo: pygit2.Repository, trunk: str, changes: list[QueuedChange],
                 f.cancel()
             out.landed, out.landed_verdict = union, verdict
             return out
-        # a group that fails is halved until each failing group is one lane (group testing)
+        # a group that fails is cut until each failing group is one lane (group testing)
         failing: list[list[_Lane]] = [] if wave else [lanes]
         early: list[tuple[Chain, Future]] = []  # the whole lanes passed so far as one tree (speculate)
         while wave or failing:
@@ -151,7 +151,11 @@ def run_lanes(repo: pygit2.Repository, trunk: str, changes: list[QueuedChange],
                     part[0].tip = v
                 else:
                     failing.append(part)
-            wave = [(half, chain) for part in failing for half in _split(part, 2) if (chain := build(half))]
+            # each failing group cut in as many parts as the free runners allow (at least halves):
+            # a wave fewer for every doubling of the parts (one runner kept for the early tree)
+            free = runners - (1 if speculate else 0)
+            cuts = max(2, free // max(1, len(failing)))
+            wave = [(piece, chain) for part in failing for piece in _split(part, cuts) if (chain := build(piece))]
             futures = [check(chain) for _, chain in wave]
             failing = []
             # beside a halving wave, on a runner it leaves free: what passed so far as one tree,
