@@ -24,7 +24,8 @@ With one runner the three are one policy (lanes need a second runner), run once.
 The runners are the worker's embedded subprocess runner with N slots by default, or N Celery
 runner processes (`lonca runner --concurrency 1`, BENCH_QUEUE_RUNNER=celery) on the broker of
 LONCA_CELERY_BROKER. Settings: BENCH_QUEUE_T (seconds, default 1), BENCH_QUEUE_RUNNERS ("1,4,8"),
-BENCH_QUEUE_CHANGES (256).
+BENCH_QUEUE_CHANGES (256), BENCH_QUEUE_BATCH (the policy's batch_size, 16: the default),
+BENCH_QUEUE_STRATEGIES ("abc").
 """
 from __future__ import annotations
 
@@ -104,12 +105,12 @@ def source_repo(path: Path, n: int) -> None:
     repo.references["refs/heads/main"].set_target(top)
 
 
-def policy(t: float, runners: int, speculate: bool, runner: str, trace: Path) -> str:
+def policy(t: float, runners: int, speculate: bool, runner: str, trace: Path, batch: int) -> str:
     """The check sleeps T, notes its start and end in `trace` (outside the tree: how many checks
     ran and how busy the runners were), and fails on a tree holding BAD."""
     script = f's=$(date +%s.%N); sleep {t:g}; echo $s $(date +%s.%N) >> {trace}; ! grep -rqs BAD .'
     check = f'["sh", "-c", "{script}"]'
-    return (f"[verification]\ntests = {check}\nbatch_size = 16\ntimeout_s = {int(t * 10) + 30}\n"
+    return (f"[verification]\ntests = {check}\nbatch_size = {batch}\ntimeout_s = {int(t * 10) + 30}\n"
             f"[queue]\nrunners = {runners}\nspeculate = {'true' if speculate else 'false'}\nrunner = \"{runner}\"\n"
             "[leases]\ntimeout_ms = 3600000\n[sessions]\nops_per_minute = 100000\n")
 
@@ -220,7 +221,8 @@ def run_one(w: BenchWorker, src: Path, changes: list[Change], t: float, runners:
     repo = f"q{runners}{strategy}"
     w.init_repo(repo, import_from=str(src))
     trace = w.tmp / f"checks-{repo}.txt"
-    w.policy(policy(t, runners if strategy != "a" else 1, strategy == "c", runner, trace), repo=repo)
+    batch = int(os.environ.get("BENCH_QUEUE_BATCH", "16"))
+    w.policy(policy(t, runners if strategy != "a" else 1, strategy == "c", runner, trace, batch), repo=repo)
     tokens = w.start_sessions(AGENTS, repo=repo)
     with w.client() as c:
         status = c.call("status", {}, repo=repo, token=w.htoken)
@@ -387,6 +389,7 @@ def team_table() -> None:
     counts = [int(x) for x in os.environ.get("BENCH_QUEUE_RUNNERS", "1,4,8").split(",")]
     n = int(os.environ.get("BENCH_QUEUE_CHANGES", "256"))
     runner = os.environ.get("BENCH_QUEUE_RUNNER", "embedded")
+    strategies = os.environ.get("BENCH_QUEUE_STRATEGIES", "abc")
     changes = workload(n)
     began = time.perf_counter()
     tmp = Path(tempfile.mkdtemp(prefix="lonca-bench-team-"))
@@ -398,7 +401,7 @@ def team_table() -> None:
             for r in counts:
                 pool = CeleryRunners(tmp, r) if runner == "celery" else None
                 try:
-                    for strategy in ("a", "b", "c") if r > 1 else ("a",):
+                    for strategy in [x for x in strategies if r > 1 or x == "a"]:
                         results.append(run_one(w, tmp / "src.git", changes, t, r, strategy, runner))
                         res = results[-1]
                         print(f"  runners {r} ({strategy}): {res.per_minute:.0f}/min, p95 {res.p95:.1f} s, "
@@ -418,26 +421,33 @@ def _print(results: list[Result], changes: list[Change], t: float, runner: str, 
     how = ("the worker's embedded subprocess runner, N checks at once ([queue] runners = N)" if runner == "embedded"
            else "N Celery runner processes (lonca runner --concurrency 1) over RabbitMQ")
     n, failing = len(changes), sum(ch.failing for ch in changes)
+    batch = int(os.environ.get("BENCH_QUEUE_BATCH", "16"))
     print(f"{n} changes ({round(n * SHARE_INDEPENDENT)} independent, {failing} failing), check: a subprocess "
-          f"sleeping T = {t:g} s; arrivals open-loop at runners / T; runners: {how}")
+          f"sleeping T = {t:g} s; arrivals open-loop at runners / T; batch_size {batch}; runners: {how}")
     by = {(r.runners, r.strategy): r for r in results}
-    a8 = max(results, key=lambda r: r.runners)
-    top = a8.runners
+    top = max(r.runners for r in results)
     head = f"{'runners':>7} {'strategy':<26} {'/min':>6} {'ideal':>6} {'x ideal':>7} {'p95 s':>6} {'p95/T':>6} " \
            f"{'landed':>6} {'rej':>4} {'rounds':>6} {'checks':>6} {'busy':>5} {'ok':>3} {'load':>5}"
     print(head)
     names = {"a": "(a) batch and bisection", "b": "(b) lanes", "c": "(c) lanes + speculation"}
     for r in results:
         ideal = r.runners / t * 60
-        same = " (= a, b, c)" if r.runners == 1 else ""
-        print(f"{r.runners:>7} {names[r.strategy] + same:<26} {r.per_minute:6.0f} {ideal:6.0f} "
-              f"{r.per_minute / ideal:7.2f} {r.p95:6.1f} {r.p95 / t:6.1f} {r.landed:>6} {r.rejected:>4} {r.rounds:>6} "
-              f"{'yes' if r.green and r.right else 'NO':>3} {r.load:5.1f}")
+        name = "(a) = (b) = (c)" if r.runners == 1 else names[r.strategy]
+        print(f"{r.runners:>7} {name:<26} {r.per_minute:6.0f} {ideal:6.0f} "
+              f"{r.per_minute / ideal:7.2f} {r.p95:6.1f} {r.p95 / t:6.1f} {r.landed:>6} {r.rejected:>4} "
+              f"{r.rounds:>6} {r.checks:>6} {r.busy:5.2f} {'yes' if r.green and r.right else 'NO':>3} {r.load:5.1f}")
     for r in sorted({r.runners for r in results}):
         sq, p95 = simulated_submitqueue(changes, t, r)
         ideal = r / t * 60
         print(f"{r:>7} {'SubmitQueue (SIMULATED)':<26} {sq:6.0f} {ideal:6.0f} {sq / ideal:7.2f} {p95:6.1f} "
               f"{p95 / t:6.1f} {'-':>6} {'-':>4} {'-':>6} {'-':>6} {'-':>5} {'-':>3} {'-':>5}")
+    counts = sorted({r.runners for r in results})
+    for k, name in names.items():      # one runner is the same policy for all three
+        row = [by.get((r, k)) or by.get((r, "a")) if r == 1 else by.get((r, k)) for r in counts]
+        if all(row):
+            print(f"{name} from {' -> '.join(map(str, counts))} runners: "
+                  f"{' -> '.join(f'{x.per_minute:.0f}' for x in row if x)} /min, "
+                  f"p95 {' -> '.join(f'{x.p95:.1f}' for x in row if x)} s")
     best = by.get((top, "c"))
     base = by.get((top, "a"))
     if best and base:
