@@ -12,9 +12,13 @@
    failing a 2-second check, batches of 16: independent lanes verified by 4 and 8 runners
    against one lane (today's batch and bisection), in the same run. Every good change must land
    and every failing one be rejected, on the trees their checks ran on.
+4. The queue at team scale (bench/queue_team.py): 256 changes through a real worker and its
+   runners, 1, 4 and 8 of them, three strategies, and a simulated SubmitQueue beside them.
+   BENCH_QUEUE_ONLY=team runs this one alone.
 """
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import tempfile
@@ -24,6 +28,7 @@ from pathlib import Path
 import pygit2
 from pygit2.enums import FileMode
 
+from bench.queue_team import team_table
 from bench.worker import table
 from lonca.queue import CheckSpec, QueuedChange, Verdict, footprint, integrate, reasons, run_batch, run_lanes, verify_tree
 from lonca.service.policy import DEFAULT as DEFAULT_POLICY
@@ -167,6 +172,13 @@ def lane_rates(runners: list[int], n: int = 32, size: int = 16) -> dict[int, tup
 
 
 def main() -> None:
+    if os.environ.get("BENCH_QUEUE_ONLY") != "team":
+        small_tables()
+    print("\n-- the queue at team scale (issue 15) --", flush=True)
+    team_table()
+
+
+def small_tables() -> None:
     ours, git = integration_rates()
     rows = [(f"integrations/s, {CHANGES} changes, {FILES} files (vs git CLI)", ours, git, ">= 5x")]
     default = DEFAULT_POLICY.batch_size

@@ -71,8 +71,11 @@ class BenchWorker:
 
     def init_repo(self, name: str = "bench", import_from: str | None = None) -> str:
         with self.client(timeout=900) as c:     # a 100 000-file import on a loaded machine takes minutes
-            p = c.call("repo.prepare_init", {"repo": name, "human": "bench", "human_key": self.key.public, "import_from": import_from})
-            c.call("repo.init", {"op": p["op"], "sig": self.key.sign_op(name, p["op"])})
+            # a second repository of the same worker: asked by the human logged in for the first
+            token = getattr(self, "htoken", None)
+            p = c.call("repo.prepare_init", {"repo": name, "human": "bench", "human_key": self.key.public,
+                                             "import_from": import_from}, token=token)
+            c.call("repo.init", {"op": p["op"], "sig": self.key.sign_op(name, p["op"])}, token=token)
             self.htoken = c.call("human.login", {"sig": self.key.sign_login(None, 3_600_000), "ttl_ms": 3_600_000})["token"]
         return name
 

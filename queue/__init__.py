@@ -43,8 +43,10 @@ Batching (batching.py, lanes.py, lane_round.py)
 - `footprint(paths, facts) -> Footprint`, `depends(a, b)`, `partition([Footprint]) -> [[index]]`:
   independent lanes from symbol facts; `ahead(footprints, urgent) -> [index]`: the queue's order
   with prioritised changes first, never past a change they depend on.
-- `run_lanes(repo, trunk, changes, footprints, verify, runners) -> BatchOutcome`: the lanes
-  verified in parallel, the union first; only a tree whose checks passed lands.
+- `run_lanes(repo, trunk, changes, footprints, verify, runners, speculate=True) -> BatchOutcome`:
+  the lanes verified in parallel, the union first; only a tree whose checks passed lands.
+  `speculate` (the policy's [queue] speculate): prefixes bisected as wide as runners are free,
+  and what passed so far checked as one tree beside each wave that looks for culprits.
 """
 # This folder is named `queue` and sits at the repository root: when the root is on sys.path
 # (`python -c`, `python -m` from the root) it would shadow the standard library's `queue`, which

@@ -5,13 +5,17 @@ as its own candidate, and all of them together as the union (lane after lane). W
 checks at once, the union is verified beside the lanes in `runners - 1` groups:
 
 - the union passes: it lands whole, on the verdict of exactly its tree;
-- it fails: a failing group is halved until each failing lane stands alone (group testing, a
-  wave of checks at a time), and each failing lane is bisected on its own prefixes, all at once.
+- it fails: a failing group is cut (in halves, or in as many parts as runners are free) until
+  each failing lane stands alone (group testing, a wave of checks at a time), and each failing lane is bisected on its own prefixes, all at once.
   A culprit is rejected on the verdict of the tree that failed: trunk and its lane's prefix,
   only what it depends on. What passed (whole lanes, the good prefixes of failing ones) is then
   built into one tree and verified, and lands when it passes. When it does not (lanes that pass
   apart and fail together), the tree that passed alone (a group, a lane, a good prefix) holding
   the most changes lands. The rest goes back to the queue for the next round.
+- under `speculate` (the default), the prefixes of a failing lane are bisected as many at once
+  as runners are free, and beside each halving wave that leaves a runner free the whole lanes
+  passed so far are checked as one tree: when it passes it lands as that wave ends, a wave
+  sooner, and what passed in that wave goes back to the queue.
 
 No tree lands on another tree's verdict: a lane that passed on trunk says nothing of trunk plus
 another lane (docs/decisions.md, "Independent lanes, flaky retries, priority…"). Speculation
@@ -28,7 +32,7 @@ import pygit2
 
 from lonca.symbols import SymbolCache
 
-from .batching import BatchOutcome, QueuedChange, Verdict, find_culprit, integrate_chain, run_batch
+from .batching import BatchOutcome, QueuedChange, Verdict, find_culprit, find_culprit_wide, integrate_chain, run_batch
 from .lanes import Footprint, partition
 
 Chain = list[tuple[QueuedChange, str]]          # (change, its commit on the candidate)
@@ -44,15 +48,27 @@ class _Lane:
     culprit: tuple[QueuedChange, Verdict] | None = None
 
 
-def _bisect(lane: _Lane, verify: Verify) -> None:
-    """The lane's tip failed: find its culprit on the lane's own prefixes."""
+def _bisect(lane: _Lane, verify: Verify, width: int = 1) -> None:
+    """The lane's tip failed: find its culprit on the lane's own prefixes, `width` of them at once
+    (on threads of their own: the round's pool is busy with the lanes' bisections)."""
     seen = {len(lane.chain): lane.tip}
+
+    def check(k: int) -> Verdict:
+        return verify([c for c, _ in lane.chain[:k]], lane.chain[k - 1][1])
 
     def passes(k: int) -> bool:
         if k not in seen:
-            seen[k] = verify([c for c, _ in lane.chain[:k]], lane.chain[k - 1][1])
+            seen[k] = check(k)
         return bool(seen[k] and seen[k].ok)
-    at = find_culprit(len(lane.chain), passes)
+    if width > 1:
+        with ThreadPoolExecutor(max_workers=width, thread_name_prefix="lonca-prefix") as pool:
+            def many(points: list[int]) -> dict[int, bool]:
+                futures = {k: pool.submit(check, k) for k in points if k not in seen}
+                seen.update((k, f.result()) for k, f in futures.items())
+                return {k: passes(k) for k in points}
+            at = find_culprit_wide(len(lane.chain), many, width)
+    else:
+        at = find_culprit(len(lane.chain), passes)
     verdict = seen[at + 1]
     assert verdict is not None
     lane.culprit = (lane.chain[at][0], verdict)
@@ -74,13 +90,15 @@ def _split(items: list, parts: int) -> list[list]:
 def run_lanes(repo: pygit2.Repository, trunk: str, changes: list[QueuedChange],
               prints: list[Footprint], verify: Verify, runners: int,
               committer: pygit2.Signature | None = None,
-              cache: SymbolCache | None = None) -> BatchOutcome:
+              cache: SymbolCache | None = None, speculate: bool = True) -> BatchOutcome:
     """One round over `changes` (queue order) whose footprints are `prints`. Commits are made on
     the calling thread; `verify(prefix, commit)` runs on up to `runners` threads at once, so it
-    must open its own handle on the store. Creates commits only, never moves a ref."""
+    must open its own handle on the store. Creates commits only, never moves a ref. `speculate`
+    False: a failing run is bisected one prefix at a time (lanes still verified in parallel)."""
     groups = partition(prints)
+    width = runners if speculate else 1
     if runners <= 1 or len(groups) <= 1:
-        return run_batch(repo, trunk, changes, verify, committer, cache, width=runners)
+        return run_batch(repo, trunk, changes, verify, committer, cache, width=width)
     cache = cache if cache is not None else SymbolCache()
     out = BatchOutcome(trunk)
     lanes = [_Lane(integrate_chain(repo, trunk, [changes[i] for i in g], committer, cache, out)) for g in groups]
@@ -89,15 +107,17 @@ def run_lanes(repo: pygit2.Repository, trunk: str, changes: list[QueuedChange],
     rest = [c for c in changes if c.change not in conflicted]
 
     def build(part: list[_Lane]) -> Chain | None:
-        """The lanes of `part` on trunk, lane after lane; None when they do not merge."""
-        order = [c for lane in part for c, _ in lane.chain]
-        chain = integrate_chain(repo, trunk, order, committer, cache, BatchOutcome(trunk))
-        return chain if len(chain) == len(order) else None
+        """The lanes of `part` on trunk, lane after lane; None when they do not merge. The first
+        lane's own chain is that start already: only the others are integrated (on a loaded
+        machine, a round's integrations cost as much as its checks' overhead)."""
+        first, order = part[0].chain, [c for lane in part[1:] for c, _ in lane.chain]
+        chain = first + integrate_chain(repo, first[-1][1], order, committer, cache, BatchOutcome(trunk))
+        return chain if len(chain) == len(first) + len(order) else None
 
     union = build(lanes)
     if len(lanes) <= 1 or union is None:
         # one lane left, or lanes the facts called apart that do not merge: one batch, as always
-        again = run_batch(repo, trunk, rest, verify, committer, cache, width=runners)
+        again = run_batch(repo, trunk, rest, verify, committer, cache, width=width)
         again.conflicted[:0] = out.conflicted
         return again
 
@@ -117,8 +137,9 @@ def run_lanes(repo: pygit2.Repository, trunk: str, changes: list[QueuedChange],
                 f.cancel()
             out.landed, out.landed_verdict = union, verdict
             return out
-        # a group that fails is halved until each failing group is one lane (group testing)
+        # a group that fails is cut until each failing group is one lane (group testing)
         failing: list[list[_Lane]] = [] if wave else [lanes]
+        early: list[tuple[Chain, Future]] = []  # the whole lanes passed so far as one tree (speculate)
         while wave or failing:
             for (part, chain), f in zip(wave, futures):
                 v = f.result()
@@ -130,18 +151,37 @@ def run_lanes(repo: pygit2.Repository, trunk: str, changes: list[QueuedChange],
                     part[0].tip = v
                 else:
                     failing.append(part)
-            wave = [(half, chain) for part in failing for half in _split(part, 2) if (chain := build(half))]
+            # each failing group cut in as many parts as the free runners allow (at least halves):
+            # a wave fewer for every doubling of the parts (one runner kept for the early tree)
+            free = runners - (1 if speculate else 0)
+            cuts = max(2, free // max(1, len(failing)))
+            wave = [(piece, chain) for part in failing for piece in _split(part, cuts) if (chain := build(piece))]
             futures = [check(chain) for _, chain in wave]
             failing = []
-        for f in [pool.submit(_bisect, lane, verify) for lane in lanes if lane.tip is not None]:
+            # beside a halving wave, on a runner it leaves free: what passed so far as one tree,
+            # which can land when the wave ends instead of a wave later
+            whole = [lane for lane in lanes if lane.good == len(lane.chain)]
+            size = sum(len(lane.chain) for lane in whole)
+            if speculate and wave and len(wave) < runners and len(whole) > 1 \
+                    and size > max([len(c) for c, _ in early] + [len(c) for c, _ in passed]):
+                if (chain := build(whole)) is not None:
+                    early.append((chain, check(chain)))
+        tipped = [lane for lane in lanes if lane.tip is not None]
+        each = max(1, width // max(1, len(tipped)))     # the free runners, shared by the lanes
+        for f in [pool.submit(_bisect, lane, verify, each) for lane in tipped]:
             f.result()
+        landable = [(chain, v) for chain, f in early if (v := f.result()).ok]
     passed += [(lane.chain[:lane.good], lane.good_verdict) for lane in lanes
                if lane.culprit and lane.good and lane.good_verdict]
 
     # what passed, lane by lane, checked once more as one tree: the usual end of a round with a
-    # few culprits among many lanes (each of which passed alone)
+    # few culprits among many lanes (each of which passed alone). Under speculation, a tree of
+    # whole lanes checked beside the last halving wave lands at once when it passed; the lanes
+    # that passed after it (and the good prefixes of failing ones) go back to the queue.
     good = [lane for lane in lanes if lane.good]
-    if len(good) > 1 and sum(lane.good for lane in good) < len(union):    # the whole union failed already
+    if landable:
+        out.landed, out.landed_verdict = max(landable, key=lambda cv: len(cv[0]))
+    elif len(good) > 1 and sum(lane.good for lane in good) < len(union):    # the whole union failed already
         order = [c for lane in good for c, _ in lane.chain[:lane.good]]
         clean = integrate_chain(repo, trunk, order, committer, cache, BatchOutcome(trunk))
         if len(clean) == len(order):

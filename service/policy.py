@@ -67,6 +67,7 @@ class Policy:
     max_behind: int = 1000  # a base more integrations behind trunk than this is stale_trunk
     runners: int = 1  # checks run at once; above 1, independent lanes are verified in parallel
     runner: str = "embedded"  # or "celery": checks run on `lonca runner` processes through the broker
+    speculate: bool = True  # a failing run's prefixes are verified as many at once as runners are free
     problem: str | None = None  # why lonca.toml could not be read (then these are the defaults)
     # policy.cedar of the same commit, parsed once (service/cedar_policy.py: a Cedar, an
     # Unreadable, or None when the commit has none); not a key of lonca.toml
@@ -279,6 +280,7 @@ SETTINGS = (
     Setting("queue", "max_behind", "max_behind", "int"),
     Setting("queue", "runners", "runners", "int", 1),
     Setting("queue", "runner", "runner", "choice", choices=("embedded", "celery")),
+    Setting("queue", "speculate", "speculate", "bool"),
 )
 _BY_KEY = {(s.table, s.key): s for s in SETTINGS}
 TABLES = tuple(dict.fromkeys(s.table for s in SETTINGS))

@@ -104,7 +104,8 @@ class QueueRunner:
             return self._verify(self.d.store(repo), snap, prefix, commit, watched)
 
         def work():
-            return run_lanes(self.d.store(repo), trunk, batch, prints, verify, pol.runners, committer, symbols)
+            return run_lanes(self.d.store(repo), trunk, batch, prints, verify, pol.runners, committer, symbols,
+                             speculate=pol.speculate)
         self.d.verifying.update(q.change for q in batch)
         try:
             out = await asyncio.to_thread(work)

@@ -6,6 +6,7 @@ import sys
 import threading
 
 import pygit2
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -216,3 +217,38 @@ def test_one_runner_is_the_batch_as_before(tmp_path):
     out = run_lanes(repo, trunk, [c for c, _ in made], [p for _, p in made], checks, runners=1)
     assert len(checks.verdicts) == 1 and len(out.landed) == 3
     _landed_on_its_own_verdict(repo, out, checks)
+
+
+@pytest.mark.parametrize("speculate", [True, False])
+def test_speculation_lands_what_passed_a_wave_sooner_and_requeues_the_rest(tmp_path, speculate):
+    # 4 runners: the union beside groups [c0 c1 c2] [c3 c4] [c5 c6]; c5 fails, so its group is
+    # halved. Speculating, c0..c4 (the whole lanes passed so far) are checked beside the halves
+    # and land as they end; c6, which passed in that wave, waits for the next round. Without,
+    # what passed is checked once more as one tree after the halves, and all of it lands.
+    repo, trunk = _repo(tmp_path)
+    made = [_change(repo, trunk, f"c{i}", {f"f{i}.txt": b"BAD\n" if i == 5 else b"ok\n"}) for i in range(7)]
+    checks = Checks(tmp_path)
+    out = run_lanes(repo, trunk, [c for c, _ in made], [p for _, p in made], checks, runners=4, speculate=speculate)
+    _landed_on_its_own_verdict(repo, out, checks)
+    assert [c.change for c, _ in out.rejected] == ["c5"] and checks.peak <= 4
+    if speculate:
+        assert [c.change for c, _ in out.landed] == ["c0", "c1", "c2", "c3", "c4"]
+        assert [c.change for c in out.requeued] == ["c6"]
+    else:
+        assert [c.change for c, _ in out.landed] == ["c0", "c1", "c2", "c3", "c4", "c6"] and out.requeued == []
+
+
+@pytest.mark.parametrize("speculate", [True, False])
+def test_a_failing_dependent_lane_is_bisected_with_or_without_speculation(tmp_path, speculate):
+    # one lane of five changes (the third fails: their facts name one symbol) beside two others
+    repo, trunk = _repo(tmp_path)
+    made = [(_change(repo, trunk, f"d{i}", {f"dep{i}.txt": b"BAD\n" if i == 2 else b"ok\n"})[0],
+             footprint([f"dep{i}.txt"], {"edits": ["dep.txt#shared"]})) for i in range(5)]
+    made += [_change(repo, trunk, f"x{i}", {f"x{i}.txt": b"ok\n"}) for i in range(2)]
+    checks = Checks(tmp_path)
+    out = run_lanes(repo, trunk, [c for c, _ in made], [p for _, p in made], checks, runners=4, speculate=speculate)
+    _landed_on_its_own_verdict(repo, out, checks)
+    assert [c.change for c, _ in out.rejected] == ["d2"] and checks.peak <= 4
+    landed = {c.change for c, _ in out.landed}
+    assert landed | {c.change for c in out.requeued} == {"d0", "d1", "d3", "d4", "x0", "x1"}
+    assert not landed & {c.change for c in out.requeued}
