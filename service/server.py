@@ -15,6 +15,7 @@ import socket
 import struct
 import termios
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Awaitable, Callable
@@ -107,7 +108,8 @@ class SocketServer:
         self.allowed_uids = allowed_uids | {os.getuid()}
         # what the limits of the socket turned away (ping.refused; rate_limited is the methods')
         self.refused = {k: 0 for k in ("busy", "evicted", "idle", "slow", "too_large")}
-        self._conns: dict[int, _Conn] = {}
+        self._conns: dict[int, _Conn] = {}      # in the order of their last activity (_touch)
+        self._of_uid: Counter[int] = Counter()  # connections of each uid
         self._next_id = 0
         self._big_held = 0
         self._server: asyncio.base_events.Server | None = None
@@ -219,7 +221,7 @@ class SocketServer:
         for of_uid, cap in ((True, self.limits.max_conns_per_uid), (False, self.limits.max_conns)):
             # counted after the eviction the uid's cap made, if any: the same connection counted
             # twice made one new connection evict two when both caps were full
-            if len(self._conns) < cap or of_uid and sum(c.peer.uid == peer.uid for c in self._conns.values()) < cap:
+            if (self._of_uid[peer.uid] if of_uid else len(self._conns)) < cap:
                 continue
             victim = next((c for c in self._conns.values() if (c.peer.uid == peer.uid or not of_uid)
                            and not c.answering and not c.closing and not self._sending(c)), None)
@@ -229,6 +231,10 @@ class SocketServer:
                                                "open a new connection and send the request again")
             self.refused["evicted"] += 1
         return None
+
+    def _drop(self, conn: _Conn) -> None:
+        if self._conns.pop(conn.peer.conn_id, None) is not None:
+            self._of_uid[conn.peer.uid] -= 1
 
     def _touch(self, conn: _Conn) -> None:
         """`conn` was active now: last in `_conns`, which is kept in the order of activity."""
@@ -256,7 +262,7 @@ class SocketServer:
 
     def _close_with(self, conn: _Conn, code: str, message: str) -> None:
         conn.closing = True
-        self._conns.pop(conn.peer.conn_id, None)
+        self._drop(conn)
         try:
             conn.writer.write(error_line(0, code, message))
         except (ConnectionError, RuntimeError):
@@ -278,6 +284,7 @@ class SocketServer:
             return
         conn = _Conn(peer=peer, reader=reader, writer=writer)
         self._conns[peer.conn_id] = conn
+        self._of_uid[uid] += 1
         try:
             await self._loop(conn, reader)
         except (ConnectionError, asyncio.IncompleteReadError):
@@ -285,7 +292,7 @@ class SocketServer:
         except asyncio.CancelledError:
             pass  # the server is closing; ending quietly keeps asyncio from logging each connection
         finally:
-            self._conns.pop(peer.conn_id, None)
+            self._drop(conn)
             if not writer.is_closing():
                 writer.close()
 
