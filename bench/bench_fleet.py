@@ -28,7 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.bench_scale import change_files, cpu_s, integrations
+from bench.bench_scale import change_files, cpu_s, integrations, wait_for_warm
 from bench.scale_repo import build
 from bench.worker import BenchWorker, median, pct
 
@@ -107,6 +107,8 @@ def main() -> None:
             with w.client() as c:   # the first warm, before anything is measured
                 trunk = c.call("status", repo="bench", token=w.htoken)["trunk"]
                 c.call("facts.preview", {"base": trunk, "files": change_files(1, 99)}, repo="bench", token=integrators[0])
+            if not wait_for_warm(w.output, 1, 1800):    # the preview only asks for it
+                raise RuntimeError("the first warm did not end")
             results = {m: one_mode(w, tokens_file, m, integrators, n_files, n_changes, k) for k, m in enumerate(modes)}
         except BaseException:
             print("the worker's last lines:\n" + "\n".join((tmp / "worker.out").read_text(errors="replace").splitlines()[-40:]),

@@ -12,7 +12,7 @@ from lonca.symbols import SYMBOLS_ENGINE, compare_claim
 
 from . import cedar_policy
 from . import scope as scopes
-from .change_build import build_commit, check_files, commit_exists, facts_of, new_change_id
+from .change_build import build_commit, check_files, commit_exists, facts_of, new_change_id, planned_map
 from .lease_methods import advice, detail, held_detail, name_reasons, own_items
 from .lease_model import FILE, covers, items_conflict, member, split
 from .log import Draft, allow, deny
@@ -110,7 +110,7 @@ def lease_standing(rs: RepoState, session: str | None, needs: list[dict], now: i
 
 class Prepared(NamedTuple):
     """A proposal's commit and facts, made outside the writer (git objects, symbols)."""
-    commit: str
+    commit: str | None          # None for a preview (planned_map)
     facts: dict                 # facts_json
     syntax_errors: list[str]
     mismatches: list[dict]      # the claim against the facts (compare_claim)
@@ -122,7 +122,7 @@ class Prepared(NamedTuple):
 
 async def prepare(call: Call, rs: RepoState, base: str, files: list[dict], message: str, author: str,
                   claim: dict | None = None) -> Prepared | None:
-    """None when `base` is no commit of the repository."""
+    """None when `base` is no commit of the repository. A preview (`claim` None) writes nothing."""
     d = call.ctx
     trunk, case_twins = rs.trunk, rs.policy.case_twins  # read on the loop: the thread reads no live state
 
@@ -130,12 +130,15 @@ async def prepare(call: Call, rs: RepoState, base: str, files: list[dict], messa
         if not commit_exists(store, base):
             return None
         base_map = d.tree_maps.get(store, base)
-        commit, new_map = build_commit(store, base, files, message, author, d.now_ms(), base_map,
-                                       case_twins)
-        facts = facts_of(store, d.symbols, base, base_map, new_map, files)
+        if claim is None:   # a preview: its facts, no commit
+            commit, (new_map, blobs) = None, planned_map(store, base, files, base_map, case_twins)
+        else:
+            blobs = None
+            commit, new_map = build_commit(store, base, files, message, author, d.now_ms(), base_map, case_twins)
+        facts = facts_of(store, d.symbols, base, base_map, new_map, files, blobs)
         mismatches = compare_claim(claim, facts) if claim is not None else []
         return Prepared(commit, facts_json(facts), list(facts.syntax_errors), mismatches, base_map,
-                        d.tree_maps.get(store, trunk), facts.containers, facts.nesting)
+                        d.tree_maps.get(store, trunk) if claim is not None else {}, facts.containers, facts.nesting)
     prepared = await on_store(call, work)
     if prepared is not None:
         d.warmer.ask(rs.name, rs.trunk)    # the next proposal on trunk is quicker

@@ -11,7 +11,6 @@ of the log: its futures fail with `internal` naming the database, every reader w
 backoff until the database answers again). Until that replay succeeds the writer is `broken`:
 writes and reads that would need the undone batch answer at once, instead of hanging."""
 import asyncio
-import json
 import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -317,7 +316,3 @@ class LogWriter:
                 write_witness(self.witness, repo, e["seq"], e["hash"], e["sig"])
         except OSError as e:  # the entries are durable: a stale witness is behind the log, which it allows
             log.error("the witness of the logs in %s could not be written: %s", self.witness, e)
-
-
-def entry_json(row: LogRow) -> dict:
-    return {"entry": json.loads(row.entry), "hash": row.hash, "sig": row.sig}

@@ -1,5 +1,6 @@
 """Methods that read: ping, whoami, repo.list, status, log, tree, blobs. None of them logs."""
 import asyncio
+import json
 from typing import Callable, TypeVar
 
 import pygit2
@@ -9,10 +10,9 @@ from lonca.protocol import PROTOCOL, STATUS_LISTS, LoncaError, actor_label
 
 from . import gitstore
 from .cedar_policy import problem as cedar_problem
-from .log import entry_json
 from .methods import Call, method
-from .store import read_log
-from .wire_json import Raw
+from .store import read_log_text
+from .wire_json import Raw, utf8
 
 T = TypeVar("T")
 
@@ -94,8 +94,16 @@ async def log(call: Call) -> list:
     limit = min(limit or lim.log_limit_max, lim.log_limit_max)
     if wait and d.log.durable_next.get(rs.name, 1) <= start:
         await d.log.wait_for(rs.name, start, min(wait, lim.log_wait_max_ms) / 1000)
-    rows = await asyncio.to_thread(read_log, d.engine, rs.name, start, limit)
-    return [entry_json(r) for r in rows]
+    return await asyncio.to_thread(log_answer, d.engine, rs.name, start, limit)
+
+
+def log_answer(engine, repo: str, start: int, limit: int) -> Raw:
+    """`log`'s list, encoded on the thread from the rows as stored: each entry is its canonical
+    text, which is JSON already. Decoding each entry on the loop and encoding it again was a
+    tenth of the loop's time while a follower read 1 000 agents' heartbeats (bench fleet)."""
+    rows = read_log_text(engine, repo, start, limit)
+    return Raw(b"[" + b",".join(b'{"entry":%s,"hash":%s,"sig":%s}' % (utf8(e), json.dumps(h).encode(), json.dumps(s).encode())
+                               for e, h, s in rows) + b"]")
 
 
 async def on_store(call: Call, fn: Callable[..., T], *args) -> T:

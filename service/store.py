@@ -96,6 +96,14 @@ def read_log(engine: Engine, repo: str, start: int = 1, limit: int | None = None
         return list(s.exec(q))
 
 
+def read_log_text(engine: Engine, repo: str, start: int, limit: int) -> list[tuple[str, str, str]]:
+    """(entry text, hash, sig) of the rows read_log reads: plain rows, no LogRow made for each
+    (making them was most of a `log` call's time on its thread)."""
+    with Session(engine) as s:
+        q = select(LogRow.entry, LogRow.hash, LogRow.sig).where(LogRow.repo == repo, LogRow.seq >= start)
+        return [tuple(r) for r in s.exec(q.order_by(LogRow.seq).limit(limit))]
+
+
 
 def sqlite_file(url: str) -> Path | None:
     """The file of a SQLite URL, None for another engine or an in-memory database."""
