@@ -227,6 +227,14 @@ async def _op_session(body, request, repo):
     return op, f"start a session for {agent} on {', '.join(paths)} for {hours} h" + (f" in {name}" if name else "")
 
 
+async def _op_end_session(body, request, repo):
+    """cap.revoke: an agent session (and the capabilities it handed on) ends at this entry; its
+    token stops working (a leaked token is cut off here)."""
+    op = {"op": "cap.revoke", "session": _name(body.get("session"), "the session"),
+          "reason": _text(body.get("reason"), "why you end it")}
+    return op, f"end session {op['session']}: {op['reason']}"
+
+
 async def _op_enroll(body, request, repo):
     """A key the logged-in human brings (a file key for the CLI, pasted as `lonca human key`
     prints it, or a passkey just registered in this browser), or a waiting enrolment request."""
@@ -288,7 +296,7 @@ async def _op_change(body, request, repo):
 
 
 OPS = {"change.propose": _op_change, "policy.update": _op_policy, "approve": _op_approve, "reject": _op_reject, "comment": _op_comment,
-       "freeze": _op_freeze, "unfreeze": _op_freeze, "session.start": _op_session, "human.enroll": _op_enroll,
+       "freeze": _op_freeze, "unfreeze": _op_freeze, "session.start": _op_session, "cap.revoke": _op_end_session, "human.enroll": _op_enroll,
        "human.revoke": _op_revoke, "import.external": forge.op_import, "bridge.push": forge.op_push}
 STEP_UP = ("repo.backup", "repo.restore")  # no operation of the log: signed as a login of their own (console/forge.py)
 
