@@ -78,6 +78,9 @@ def load(st: State, data: dict) -> RepoState:
     rs.interests = [Interest(**d) for d in data["interests"]]
     rs.reservations = [Reservation(**d) for d in data["reservations"]]
     rs.changes = {d["id"]: ChangeRec(**d) for d in data["changes"]}
+    for rec in rs.changes.values():
+        if rec.claim is None:   # settled: shares what it holds alike with the others, as when applied
+            rec.settle(rs.alike)
     rs.pending = {d["seq"]: PendingRec(**d) for d in data["pending"]}
     rs.queue = data["queue"]
     rs.verification_days = {day: ms for day, ms in data["verification_days"]}

@@ -58,7 +58,7 @@ class Daemon:
         self.state = State(self.policy_of)
         self.tokens = auth.Tokens([])
         self._stores = threading.local()  # a pygit2 Repository is not safe to share between threads
-        gitstore.limit_object_cache()
+        gitstore.limit_caches()
         self._policies: dict[tuple[str, str], Policy] = {}
         self.tree_maps = TreeMaps()
         self.manifests = Manifests(self.tree_maps)
@@ -300,9 +300,13 @@ class Daemon:
 
     async def _sweep(self) -> None:
         """Forget tokens of sessions that are over, a few seconds after they end, and spent nonces
-        of stale signatures."""
+        of stale signatures; give the C heap's free pages back now and then (heap.release)."""
+        released = time.monotonic()
         while True:
             await asyncio.sleep(self.config.limits.token_sweep_s)
+            if time.monotonic() - released >= heap.RELEASE_EVERY_S:
+                await asyncio.to_thread(heap.release)
+                released = time.monotonic()
             if self.db_lock is not None:
                 try:
                     await asyncio.to_thread(self.db_lock.keep)

@@ -20,10 +20,18 @@ DAEMON_SIG = ("Lonca", "daemon@lonca.invalid")
 # when merged) filled it, 100 MB in three minutes of the soak bench. What is read again is trunk's
 # few newest trees and commits; the worker keeps its own maps of trees (TreeMaps).
 OBJECT_CACHE_BYTES = 32 * 1024 * 1024
+# libgit2 maps windows of pack files (1 GiB each) into the process and unmaps them only past 8 GiB
+# mapped: the pages of every pack read stay in the worker's RSS, and the packer (store_packer.py)
+# adds a pack each 6,700 proposals' objects, so RSS grew by the packs (15 MB in 3 minutes of the soak
+# bench). Past this bound, libgit2 unmaps the windows used least recently (the kernel keeps the
+# pages cached for the next map); the packs' indexes are mapped apart, whole.
+PACK_MAPPED_BYTES = 32 * 1024 * 1024
 
 
-def limit_object_cache() -> None:
+def limit_caches() -> None:
+    """The process's git caches bounded (the settings are libgit2's, one for the process)."""
     pygit2.settings.cache_max_size(OBJECT_CACHE_BYTES)
+    pygit2.settings.mwindow_mapped_limit = PACK_MAPPED_BYTES
 
 _MODES = {
     pygit2.GIT_FILEMODE_BLOB: "regular",

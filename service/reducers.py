@@ -330,7 +330,7 @@ def _apply_propose(st: State, rs: RepoState, entry: dict, op: dict, outcome: str
     rs.changes[rec.id] = rec
     if outcome == "deny":
         rs.done_changes.append(rec.id)
-        rec.settle()
+        rec.settle(rs.alike)
         return
     if session in rs.sessions:   # hook.stop counts its rounds from the last proposal
         rs.sessions[session].unproposed = None
@@ -389,7 +389,7 @@ def leave_queue(rs: RepoState, change: str, status: dict) -> None:
     _leave_pending(rs, change)
     rs.unpin(change)
     rs.done_changes.append(change)
-    rec.settle()
+    rec.settle(rs.alike)
 
 
 def _apply_priority(st: State, rs: RepoState, entry: dict, op: dict, outcome: str) -> None:

@@ -38,8 +38,11 @@ if TYPE_CHECKING:
 # Estimated memory of the tables held (table_bytes). The index of a base (mentions.NameIndex) holds
 # every table of its tree whatever this bound, so it bounds the rest: tables of proposals' blobs
 # and of versions trunk left behind, read back from the store on disk when asked for again. At
-# 512 MiB those were what a worker's memory grew by, by the thousand a minute of proposals.
-DEFAULT_TABLE_BYTES = 64 * 1024 * 1024
+# 512 MiB those were what a worker's memory grew by, by the thousand a minute of proposals; at 64
+# MiB still, for the 16,000 proposals it took to fill (the soak bench's ten minutes). What is
+# asked again is a proposal's table when it lands (seconds later) and a base's, which its index
+# holds (facts read it there, and splice the new version from it).
+DEFAULT_TABLE_BYTES = 16 * 1024 * 1024
 DEFAULT_TREE_BYTES = 32 * 1024 * 1024  # estimated memory of the trees kept (tree_bytes); RSS is about twice that
 TREE_BYTES_PER_SOURCE_BYTE = 40  # measured with tracemalloc: 21x (standard library) to 43x (small modules)
 _MAX_PATHS_PER_BLOB = 8
@@ -78,10 +81,13 @@ class SymbolCache:
         return len(self._blobs)
 
     def table(self, path: str, oid: str, load: Callable[[], bytes], base: str | None = None,
-              base_data: bytes | None = None, keep_tree: bool = True) -> FileSymbols:
+              base_data: bytes | None = None, keep_tree: bool = True,
+              base_table: FileSymbols | None = None) -> FileSymbols:
         """The table of blob `oid` at `path`; `base` is the blob it replaces there (its bytes in
         `base_data`, when the caller has them): the new table is spliced from the base's
-        (symbols/splice.py), or else parsed starting from the base's kept tree, if any.
+        (symbols/splice.py), or else parsed starting from the base's kept tree, if any. The
+        base's table is the one held here, or else `base_table` (a base's index holds the tables
+        of its tree when this cache no longer does).
         `keep_tree=False` when the blob is one of a whole tree read at once (a first warm): its
         tree would push out those of blobs just edited, for a file nobody is editing."""
         key = (oid, language_of(path))
@@ -100,7 +106,7 @@ class SymbolCache:
             else:
                 self.misses += 1
                 data = load()
-                table = self._spliced(path, key[1], base, base_data, data)
+                table = self._spliced(path, key[1], base, base_data, data, base_table)
                 if table is None:
                     table, tree = parsed_table(path, data, old=self._edited(base, key[1], data))
                     if tree is not None and keep_tree:
@@ -186,7 +192,7 @@ class SymbolCache:
                 self._bases.popitem(last=False)
 
     def _spliced(self, path: str, language: str | None, base: str | None,
-                 base_data: bytes | None, data: bytes) -> FileSymbols | None:
+                 base_data: bytes | None, data: bytes, base_table: FileSymbols | None) -> FileSymbols | None:
         if base is None:
             return None
         with self._lock:
@@ -194,6 +200,8 @@ class SymbolCache:
             old = None if by_path is None else by_path.get(path)
             if base_data is None and (base, language) in self._trees:
                 base_data = self._trees[(base, language)][0]
+        if old is None and base_table is not None and base_table.path == path and base_table.language == language:
+            old = base_table
         if old is None or base_data is None:
             return None
         return spliced_table(path, old, base_data, data)

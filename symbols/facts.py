@@ -154,12 +154,15 @@ class _Change:
         if mode == "symlink":   # its content is a path, whatever the extension says
             target = self.load(entry.oid)
             return _Side(entry.oid, whole_file(path, None, "unparsed", target, []), target)
-        data: bytes | None = None
+        data: bytes | None = self.load(entry.oid) if with_data else None
+        indexed = self.index.files.get(path) if self.index is not None and base is None else None
+        if indexed is not None and indexed[0] == entry.oid:  # a base's table: its index holds it
+            return _Side(entry.oid, indexed[1], data)
         if with_data:
-            data = self.load(entry.oid)
             table = self.cache.table(path, entry.oid, lambda: data,
                                      None if base is None else base.oid,
-                                     None if base is None else base.data)
+                                     None if base is None else base.data,
+                                     base_table=None if base is None else base.table)
         else:
             table = self.cache.table(path, entry.oid, lambda: self.load(entry.oid))
         return _Side(entry.oid, table, data)

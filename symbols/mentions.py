@@ -36,7 +36,7 @@ def base_tables(base: Mapping, cache: SymbolCache, load: Callable[[str], bytes],
             if table is None:
                 was = before.get(path) if before else None
                 table = cache.table(path, oid, lambda oid=oid: load(oid), was[0] if was else None,
-                                    keep_tree=before is not None)
+                                    keep_tree=before is not None, base_table=was[1] if was else None)
             if table.status == "parsed" and table.language not in SECTION_LANGUAGES:
                 yield oid, table
 
