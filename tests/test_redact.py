@@ -132,3 +132,24 @@ def test_what_redact_refuses(repo_env):
     # once redacted, again is invalid
     redact(env, blob)
     assert refusal(lambda: redact(env, blob)).code == "invalid"
+
+
+def test_policy_cedar_and_presence_decide_redact(repo_env):
+    env = repo_env
+    trunk = env.trunk
+    blob = files_of(env, trunk)["app.py"]["blob"]
+    # policy.cedar asks redact on the Repo: a forbid is logged as denied and changes nothing
+    cedar = ('permit(principal, action, resource);\n@id("keep-the-bytes")\n'
+             'forbid(principal, action == Lonca::Action::"redact", resource);\n')
+    op = env.client.call("human.prepare_policy", {"config": "", "policy": cedar}, repo="demo", token=env.token)["op"]
+    assert env.submit(op)["decision"]["outcome"] == "allow"
+    assert redact(env, blob)["decision"] == {"outcome": "deny", "reasons": ["policy_forbid:keep-the-bytes"]}
+    assert all(reads_of(env, trunk, "app.py"))
+    # [review] presence_required: a file key's redact is refused before anything is logged
+    op = env.client.call("human.prepare_policy", {"config": "[review]\npresence_required = true\n",
+                                                   "policy": "permit(principal, action, resource);\n"},
+                         repo="demo", token=env.token)["op"]
+    assert env.submit(op)["decision"]["outcome"] == "allow"
+    denied = refusal(lambda: redact(env, blob))
+    assert denied.code == "denied" and denied.message.startswith("presence_required"), denied
+    assert all(reads_of(env, trunk, "app.py"))
