@@ -109,13 +109,14 @@ async def trunk_merge(call: Call) -> dict:
             again = merge_trees(store, base, trunk, local2, d.symbols)
             merged_tree = again.tree
             for path in result.conflicted_paths:
-                text = result.conflict_text(path, trunk[:12])
+                # trunk's side of a redacted blob is sent neither alone nor inside conflict markers
+                hidden = path in before and str(before[path].oid) in redacted
+                text = None if hidden else result.conflict_text(path, trunk[:12])
                 symbols = sorted(c for c in result.conflicts if c.split("#", 1)[0] == path)
                 conflicts.append({"path": path, "symbols": symbols,
                                   "content_b64": base64.b64encode(text).decode() if text is not None else None,
-                                  # null too for a blob a human redacted (trunk.bundle's rule: never its bytes)
                                   "trunk_b64": base64.b64encode(store[before[path].oid].data).decode()
-                                  if path in before and str(before[path].oid) not in redacted else None})
+                                  if path in before and not hidden else None})
         else:
             merged_tree = result.tree
         after = tree_map(store, store[merged_tree])

@@ -153,3 +153,21 @@ def test_policy_cedar_and_presence_decide_redact(repo_env):
     denied = refusal(lambda: redact(env, blob))
     assert denied.code == "denied" and denied.message.startswith("presence_required"), denied
     assert all(reads_of(env, trunk, "app.py"))
+
+
+def test_a_conflict_in_trunk_merge_does_not_send_the_redacted_trunk_side(repo_env):
+    env = repo_env
+    base = env.trunk
+    op = prepare(env, {"app.py": "def charge(amount):\n    return amount * 4  # SECRET\n"})["op"]
+    env.submit(op)
+    wait_for(env, op["change"], "integrated")
+    trunk = env.trunk
+    redact(env, files_of(env, trunk)["app.py"]["blob"])
+    agent = env.agent("merger")["token"]
+    local = [{"path": "app.py", "content_b64": base64.b64encode(b"def charge(amount):\n    return amount * 5\n").decode(),
+              "mode": None}]
+    got = env.client.call("trunk.merge", {"base": base, "files": local}, token=agent)
+    conflict, = got["conflicts"]
+    # trunk's side, alone or inside conflict markers, is not sent: both are null (as for a binary file)
+    assert conflict["path"] == "app.py" and conflict["trunk_b64"] is None and conflict["content_b64"] is None
+    assert "SECRET" not in str(got)
