@@ -130,6 +130,10 @@ async def trunk_merge(call: Call) -> dict:
                 out_files.append({"path": path, "content_b64": None, "mode": None})
             elif before.get(path) == entry:
                 out_files.append({"path": path, "blob": entry.oid, "mode": mode_name(int(entry.mode, 8))})
+            elif path in before and str(before[path].oid) in redacted:
+                # merged with trunk's redacted side, so it holds some of it: a conflict sent with
+                # neither side, for the workspace to settle from what it has
+                conflicts.append({"path": path, "symbols": [], "content_b64": None, "trunk_b64": None})
             else:
                 out_files.append({"path": path, "content_b64": base64.b64encode(store[entry.oid].data).decode(),
                                   "mode": mode_name(int(entry.mode, 8))})

@@ -171,3 +171,21 @@ def test_a_conflict_in_trunk_merge_does_not_send_the_redacted_trunk_side(repo_en
     # trunk's side, alone or inside conflict markers, is not sent: both are null (as for a binary file)
     assert conflict["path"] == "app.py" and conflict["trunk_b64"] is None and conflict["content_b64"] is None
     assert "SECRET" not in str(got)
+
+
+def test_a_symbol_merge_with_a_redacted_trunk_side_is_not_sent(repo_env):
+    env = repo_env
+    base = env.trunk
+    app = files_of(env, base, with_content=True)["app.py"]["content_b64"]
+    text = base64.b64decode(app).decode()
+    op = prepare(env, {"app.py": text.replace("amount * 2", "amount * 2  # SECRET")})["op"]
+    env.submit(op)
+    wait_for(env, op["change"], "integrated")
+    redact(env, files_of(env, env.trunk)["app.py"]["blob"])
+    agent = env.agent("merger")["token"]
+    # another symbol of the same file: the symbol merge would answer trunk's charge, secret and all
+    local = [{"path": "app.py", "content_b64": base64.b64encode(text.replace("charge(1)", "charge(2)").encode()).decode(),
+              "mode": None}]
+    got = env.client.call("trunk.merge", {"base": base, "files": local}, token=agent)
+    assert got["conflicts"] == [{"path": "app.py", "symbols": [], "content_b64": None, "trunk_b64": None}]
+    assert "SECRET" not in str(got) and "app.py" not in [f["path"] for f in got["files"]]
