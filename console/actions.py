@@ -208,6 +208,14 @@ async def _op_freeze(body, request, repo):
     return op, f"{body['kind']} the repository: {op['reason']}"
 
 
+async def _op_redact(body, request, repo):
+    blob = str(body.get("blob") or "").strip().lower()
+    if not re.fullmatch(r"[0-9a-f]{40}", blob):
+        raise Refusal("the blob's git id is 40 hex digits (a file's blob, as the tree lists it)")
+    op = {"op": "redact", "blob": blob, "reason": _text(body.get("reason"), "why you redact it")}
+    return op, f"redact blob {blob[:12]}: {op['reason']}"
+
+
 async def _op_session(body, request, repo):
     agent = _name(body.get("agent"), "the agent's name")
     try:
@@ -296,7 +304,8 @@ async def _op_change(body, request, repo):
 
 
 OPS = {"change.propose": _op_change, "policy.update": _op_policy, "approve": _op_approve, "reject": _op_reject, "comment": _op_comment,
-       "freeze": _op_freeze, "unfreeze": _op_freeze, "session.start": _op_session, "cap.revoke": _op_end_session, "human.enroll": _op_enroll,
+       "freeze": _op_freeze, "unfreeze": _op_freeze, "redact": _op_redact, "session.start": _op_session, "cap.revoke": _op_end_session,
+       "human.enroll": _op_enroll,
        "human.revoke": _op_revoke, "import.external": forge.op_import, "bridge.push": forge.op_push}
 STEP_UP = ("repo.backup", "repo.restore")  # no operation of the log: signed as a login of their own (console/forge.py)
 

@@ -106,7 +106,7 @@ async def _policy_text(request: Request, repo: str, commit: str, name: str = "lo
     if (repo, commit, name) not in known:
         try:
             got = await call(request, "blobs", {"commit": commit, "paths": [name]}, repo=repo)
-            text = base64.b64decode(got[0]["content_b64"]).decode("utf-8", "replace")
+            text = base64.b64decode(got[0]["content_b64"] or "").decode("utf-8", "replace")  # null: redacted
         except LoncaError as e:
             if e.code != "not_found":
                 raise
@@ -302,6 +302,8 @@ async def edit(request: Request) -> Response:
                 ctx["problem"] = "this file is no small text file: change it from a checkout (lonca propose)"
             else:
                 got = await call(request, "blobs", {"commit": st["trunk"], "paths": [path]}, repo=repo)
+                if got[0]["content_b64"] is None:
+                    ctx["problem"] = "this file is redacted: its contents are not served (change it from a checkout)"
                 data = base64.b64decode(got[0]["content_b64"] or "")
                 try:
                     ctx["text"] = data.decode("utf-8")

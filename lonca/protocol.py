@@ -2,7 +2,7 @@
 import time
 
 PROTOCOL = 1
-LOG_FORMAT = 29  # 29: the priority operation
+LOG_FORMAT = 30  # 29: the priority operation, 30: redact
 
 LINE_MAX = 64 * 1024
 BIG_LINE_MAX = 96 * 1024 * 1024

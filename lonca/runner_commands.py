@@ -1,6 +1,6 @@
 """The CLI for runners (seed 001, "CLI for runners"): session start / end / heartbeat / rotate, workspace
 create, sync, propose, lease acquire / release / renew / interest, events, symbols, preview,
-negotiate, pending, approve, reject. Each takes --json and then prints one JSON value of the
+negotiate, pending, approve, reject, priority, redact. Each takes --json and then prints one JSON value of the
 seed's shape on stdout (for symbols, preview and negotiate: the result of the method of that name)."""
 import getpass
 import json
@@ -99,6 +99,10 @@ def register(sub) -> None:
     pr = command(sub, "priority", "put a queued change ahead of the changes it is independent of (signed with "
                  "your file key)", cmd_priority, repo=True)
     pr.add_argument("change", help="the change id, or its first letters (at least 4)")
+    rd = command(sub, "redact", "serve a blob as null from now on: tree, blobs, diffs and bundles leave its bytes "
+                 "out (signed with your key; the store keeps the object, docs/decisions.md)", cmd_redact, repo=True)
+    rd.add_argument("blob", help="the blob's git id (40 hex digits, as the tree method lists it)")
+    rd.add_argument("--reason", required=True, help="why, for the log (1 to 4096 bytes)")
 
 
 def _logged(args, out: dict, text: str) -> int:
@@ -520,6 +524,15 @@ def cmd_approve(args) -> int:
 
 def cmd_reject(args) -> int:
     return _decide(args, {"op": "reject", "target_seq": args.seq, "reason": args.reason})
+
+
+def cmd_redact(args) -> int:
+    name = human_name(args)
+    need_key(name)      # before the worker is asked anything
+    with Client() as c:
+        repo = pick_repo(c, name, args.repo)
+        res = human_submit(c, name, repo, {"op": "redact", "blob": args.blob, "reason": args.reason})
+    return _logged(args, {"seq": res["seq"], "blob": args.blob, "decision": res["decision"]}, f"redact of blob {args.blob[:12]}")
 
 
 def cmd_priority(args) -> int:

@@ -368,13 +368,14 @@ def _by_check(attestations: list[dict]) -> list[list[dict]]:
     return groups
 
 
-def evidence_of(store: pygit2.Repository, attempts: list[dict]) -> dict:
+def evidence_of(store: pygit2.Repository, attempts: list[dict], redacted: frozenset[str] = frozenset()) -> dict:
     """change.get's evidence of one check from its attempts' attestations in the log: the last
-    attempt's result and output tail (its `log` blob), the time of every attempt."""
+    attempt's result and output tail (its `log` blob, null when a human redacted it), the time of
+    every attempt."""
     a = attempts[-1]
     det = a.get("details") or {}
     text, truncated = None, det.get("log_truncated") == "true"
-    if a.get("log"):
+    if a.get("log") and a["log"] not in redacted:
         try:
             data = store[a["log"]].data
             truncated = truncated or len(data) > TAIL_BYTES
@@ -399,11 +400,11 @@ async def get(call: Call) -> dict:
     if rec is None:
         raise LoncaError("not_found", f"no change {p['change']}")
     # read on the loop: an integration (a check before the decision) replaces them
-    attestations, before = list(rec.evidence), list(rec.review_evidence)
+    attestations, before, redacted = list(rec.evidence), list(rec.review_evidence), frozenset(rs.redacted)
     out = change_json(rs, rec, *await claim_and_facts(call, rec))
     out["evidence"], out["review_evidence"] = await on_store(
-        call, lambda store: ([evidence_of(store, g) for g in _by_check(attestations)],
-                             [evidence_of(store, g) for g in _by_check(before)]))
+        call, lambda store: ([evidence_of(store, g, redacted) for g in _by_check(attestations)],
+                             [evidence_of(store, g, redacted) for g in _by_check(before)]))
     return out
 
 
@@ -428,13 +429,17 @@ async def diff(call: Call) -> dict:
         raise LoncaError("not_found", f"no change {p['change']}")
 
     _claim, f = await claim_and_facts(call, rec)
+    redacted = frozenset(rs.redacted)  # read on the loop: a redact may land while the diff is made
 
     def work(store: pygit2.Repository):  # rec's base, commit and facts never change once proposed
         patch = store.diff(store.get(rec.base).tree, store.get(rec.commit).tree, context_lines=3)
-        files, text, size, truncated = [], [], 0, False
+        files, text, size, truncated, hidden = [], [], 0, False, []
         for pt in patch:
             delta = pt.delta
             path = delta.new_file.path if delta.status != pygit2.GIT_DELTA_DELETED else delta.old_file.path
+            if redacted and (str(delta.old_file.id) in redacted or str(delta.new_file.id) in redacted):
+                hidden.append(path)  # seed: left out of files and diff, listed in redacted
+                continue
             status = {pygit2.GIT_DELTA_ADDED: "added", pygit2.GIT_DELTA_DELETED: "deleted"}.get(delta.status, "modified")
             binary = delta.is_binary
             _ctx, added, removed = pt.line_stats
@@ -456,5 +461,5 @@ async def diff(call: Call) -> dict:
                     text.append(chunk)
                     size += len(chunk.encode())
         return {"change": rec.id, "base": rec.base, "commit": rec.commit, "format": "unified", "files": files,
-                "redacted": [], "diff": "".join(text), "truncated": truncated}
+                "redacted": hidden, "diff": "".join(text), "truncated": truncated}
     return await on_store(call, work)

@@ -18,8 +18,8 @@ from .lease_model import Interest, LeaseSet, Reservation
 from .state import STATUS_WINDOW, ChangeRec, PendingRec, RepoState, SessionRec, State
 from .store import CheckpointRow
 
-FORMAT = 4  # a checkpoint of another format is ignored (the log is replayed whole); 2 adds recovery and
-           # enrolled_by, 3 flaky, 4: changes out of the queue settled
+FORMAT = 5  # a checkpoint of another format is ignored (the log is replayed whole); 2 adds recovery and
+           # enrolled_by, 3 flaky, 4: changes out of the queue settled, 5 redacted
 EVERY = 10_000  # entries between a repository's checkpoints while the worker runs
 
 
@@ -39,7 +39,7 @@ def dump(st: State, rs: RepoState) -> dict:
     return {
         "format": FORMAT, "name": rs.name, "daemon_key": rs.daemon_key, "trunk": rs.trunk,
         "policy_id": rs.policy_id, "profile": rs.profile, "humans": rs.humans, "frozen": rs.frozen,
-        "recovery": rs.recovery, "enrolled_by": rs.enrolled_by,
+        "redacted": sorted(rs.redacted), "recovery": rs.recovery, "enrolled_by": rs.enrolled_by,
         "next_seq": rs.next_seq, "head_hash": rs.head_hash, "trunks": rs.trunks, "integrations": rs.integrations,
         "sessions": [_record(r) for r in rs.sessions.values()],
         "sets": [_record(s) for s in rs.sets.values()],
@@ -66,7 +66,7 @@ def load(st: State, data: dict) -> RepoState:
     rs = RepoState(name=data["name"], daemon_key=data["daemon_key"], trunk=data["trunk"],
                    policy_id=data["policy_id"], profile=data["profile"], humans=data["humans"],
                    recovery=data["recovery"], enrolled_by=data["enrolled_by"],
-                   frozen=data["frozen"], next_seq=data["next_seq"], head_hash=data["head_hash"],
+                   frozen=data["frozen"], redacted=set(data["redacted"]), next_seq=data["next_seq"], head_hash=data["head_hash"],
                    trunks=data["trunks"], integrations=data["integrations"])
     rs.policy = st.policy_of(rs.name, rs.policy_id)
     rs.sessions = {d["id"]: SessionRec(**d) for d in data["sessions"]}

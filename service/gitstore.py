@@ -107,9 +107,11 @@ def list_tree(repo: pygit2.Repository, commit_id: str) -> list[dict]:
     return out
 
 
-def with_contents(repo: pygit2.Repository, files: list[dict]) -> list[dict]:
+def with_contents(repo: pygit2.Repository, files: list[dict], redacted: frozenset[str] = frozenset()) -> list[dict]:
+    """content_b64 of each file: null for a submodule and for a blob a human redacted (seed: tree, blobs)."""
     for f in files:
-        f["content_b64"] = None if f["mode"] == "submodule" else base64.b64encode(repo[f["blob"]].data).decode()
+        gone = f["mode"] == "submodule" or f["blob"] in redacted
+        f["content_b64"] = None if gone else base64.b64encode(repo[f["blob"]].data).decode()
     return files
 
 

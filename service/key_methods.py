@@ -103,7 +103,7 @@ def decide_recover(call: Call, rs: RepoState, op: dict) -> Draft:
 def decide_revoke(call: Call, rs: RepoState, op: dict) -> Draft:
     """Any human of the repository cuts a name off (a leaked or cloned key), their own included,
     but not the last one: nobody could sign there again (rotate or recover that key instead)."""
-    _reason(op)
+    check_reason(op)
     old = _enrolled(rs, op["human"])
     if len(rs.humans) == 1:
         raise LoncaError("invalid", f"{op['human']} is the only human of {rs.name}: revoking them leaves nobody to sign; "
@@ -111,7 +111,7 @@ def decide_revoke(call: Call, rs: RepoState, op: dict) -> Draft:
     return _key_change(call, op, old, call.auth.actor)
 
 
-def _reason(op: dict) -> str:
+def check_reason(op: dict) -> str:
     reason = op["reason"]
     if not reason.strip() or len(reason.encode()) > REASON_MAX:
         raise LoncaError("invalid", f"op.reason says why, in 1 to {REASON_MAX} bytes")
@@ -119,14 +119,14 @@ def _reason(op: dict) -> str:
 
 
 def decide_freeze(call: Call, rs: RepoState, op: dict) -> Draft:
-    _reason(op)
+    check_reason(op)
     if rs.frozen is not None:
         raise LoncaError("invalid", f"{rs.name} is frozen already ({rs.frozen})")
     return Draft(actor=call.auth.actor, op=op, decision=allow())
 
 
 def decide_unfreeze(call: Call, rs: RepoState, op: dict) -> Draft:
-    _reason(op)
+    check_reason(op)
     if rs.frozen is None:
         raise LoncaError("invalid", f"{rs.name} is not frozen")
     return Draft(actor=call.auth.actor, op=op, decision=allow())

@@ -137,7 +137,7 @@ async def tree(call: Call) -> list | Raw:
     if with_content:
         if sum(gitstore.b64_size(f["size"]) for f in files) > call.ctx.config.limits.page_b64:
             raise LoncaError("too_large", "the tree's contents do not fit one line; fetch the manifest and page with blobs")
-        return await on_store(call, gitstore.with_contents, files)
+        return await on_store(call, gitstore.with_contents, files, frozenset(call.repo_state().redacted))
     for f in files:
         f["content_b64"] = None
     return files
@@ -165,4 +165,4 @@ async def blobs(call: Call) -> list:
         total += gitstore.b64_size(f["size"])
         if total > budget:
             raise LoncaError("too_large", f"{f['path']} does not fit this page; ask for fewer files per page")
-    return await on_store(call, gitstore.with_contents, page)
+    return await on_store(call, gitstore.with_contents, page, frozenset(call.repo_state().redacted))

@@ -249,6 +249,11 @@ def _freeze(st: State, rs: RepoState, entry: dict, op: dict, outcome: str) -> No
         rs.frozen = op.get("reason") or "frozen" if op["op"] == "freeze" else None
 
 
+def _redact(st: State, rs: RepoState, entry: dict, op: dict, outcome: str) -> None:
+    if outcome == "allow":
+        rs.redacted.add(op["blob"])
+
+
 # -- leases ------------------------------------------------------------------------------------
 
 def _apply_acquire(st: State, rs: RepoState, entry: dict, op: dict, outcome: str) -> None:
@@ -587,6 +592,7 @@ REDUCERS: dict[str, Reducer] = {
     "daemon.recover": _daemon_recover,
     "freeze": _freeze,
     "unfreeze": _freeze,
+    "redact": _redact,
     "lease.acquire": _apply_acquire,
     "lease.release": _apply_release,
     "lease.renew": _apply_renew,

@@ -308,6 +308,7 @@ SUBMIT_OPS = Tagged("op", {
     "cap.revoke": Obj({"session": NAME, "reason": TEXT}, frozenset({"session", "reason"})),
     "freeze": Obj({"reason": TEXT}, frozenset({"reason"})),
     "unfreeze": Obj({"reason": TEXT}, frozenset({"reason"})),
+    "redact": Obj({"blob": GIT_ID, "reason": TEXT}, frozenset({"blob", "reason"})),
     "import.external": Obj({"remote": REMOTE, "commit": GIT_ID, "trunk_before": GIT_ID},
                            frozenset({"remote", "commit", "trunk_before"})),
     "bridge.push": Obj({"remote": REMOTE, "oplog_seq": Int(1), "oplog_hash": HEX},

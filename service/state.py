@@ -138,6 +138,7 @@ class RepoState:
     enrolled_by: dict[str, str] = field(default_factory=dict)  # name -> the human whose human.enroll added it
     sessions: dict[str, SessionRec] = field(default_factory=dict)
     frozen: str | None = None
+    redacted: set[str] = field(default_factory=set)  # blob ids a human redacted: every read serves them as null
     next_seq: int = 1
     head_hash: str = ZERO_HASH
     trunks: dict[str, int] = field(default_factory=dict)  # every commit that was trunk -> integrations before it

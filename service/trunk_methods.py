@@ -28,18 +28,35 @@ async def bundle(call: Call) -> dict:
     if rs.trunk in known:
         return {"trunk": rs.trunk, "bundle_b64": "", "bytes": 0, "thin": True, "up_to_date": True}
 
+    redacted = frozenset(rs.redacted)  # read on the loop
+    store_path = str(d.config.store_path(rs.name))
+
+    def run_git(*args: str) -> bytes:
+        try:
+            res = subprocess.run(["git", "-C", store_path, *args], capture_output=True, timeout=GIT_TIMEOUT_S,
+                                 env={"PATH": "/usr/bin:/bin"})
+        except subprocess.TimeoutExpired:
+            raise LoncaError("git", f"git {args[0]} ran past {GIT_TIMEOUT_S} s and was stopped") from None
+        if res.returncode != 0:
+            raise LoncaError("git", res.stderr.decode(errors="replace").strip() or f"git {args[0]} failed")
+        return res.stdout
+
     def make() -> bytes:
         with tempfile.TemporaryDirectory(prefix="lonca-bundle-") as tmp:
             out = Path(tmp) / "trunk.bundle"
-            argv = ["git", "-C", str(d.config.store_path(rs.name)), "bundle", "create", "-q", str(out),
-                    TRUNK_REF] + [f"^{h}" for h in known]
-            try:
-                res = subprocess.run(argv, capture_output=True, timeout=GIT_TIMEOUT_S, env={"PATH": "/usr/bin:/bin"})
-            except subprocess.TimeoutExpired:
-                raise LoncaError("git", f"git bundle ran past {GIT_TIMEOUT_S} s and was stopped") from None
-            if res.returncode != 0:
-                raise LoncaError("git", res.stderr.decode(errors="replace").strip() or "git bundle failed")
-            return out.read_bytes()
+            run_git("bundle", "create", "-q", str(out), TRUNK_REF, *[f"^{h}" for h in known])
+            data = out.read_bytes()
+        if redacted:
+            # the objects the bundle holds: those of its head that `have` does not reach (the head is
+            # read from the bundle's header, so a trunk move in between changes nothing)
+            header = data.split(b"\n\n", 1)[0].split(b"\n")[1:]  # after "# v2 git bundle": prerequisites (-id), the ref
+            head = next(x for x in header if x[:1] not in (b"-", b"@")).split(b" ", 1)[0].decode()
+            listed = run_git("rev-list", "--objects", head, *[f"^{h}" for h in known])
+            found = sorted(redacted & {line.split(b" ", 1)[0].decode() for line in listed.splitlines()})
+            if found:
+                raise LoncaError("redacted", f"a redacted blob ({found[0]}) is among trunk's objects, and git needs whole "
+                                             "objects: read the files with tree and blobs, which serve it as null")
+        return data
     data = await asyncio.to_thread(make)
     encoded = base64.b64encode(data).decode()
     if len(encoded) > d.config.limits.page_b64:
@@ -69,7 +86,7 @@ async def trunk_merge(call: Call) -> dict:
     d, rs = call.ctx, call.repo_state()
     base = p["base"]
     files = check_files(p["files"])
-    trunk = rs.trunk
+    trunk, redacted = rs.trunk, frozenset(rs.redacted)
 
     def work(store: pygit2.Repository) -> dict:
         if not commit_exists(store, base):
@@ -92,11 +109,14 @@ async def trunk_merge(call: Call) -> dict:
             again = merge_trees(store, base, trunk, local2, d.symbols)
             merged_tree = again.tree
             for path in result.conflicted_paths:
-                text = result.conflict_text(path, trunk[:12])
+                # trunk's side of a redacted blob is sent neither alone nor inside conflict markers
+                hidden = path in before and str(before[path].oid) in redacted
+                text = None if hidden else result.conflict_text(path, trunk[:12])
                 symbols = sorted(c for c in result.conflicts if c.split("#", 1)[0] == path)
                 conflicts.append({"path": path, "symbols": symbols,
                                   "content_b64": base64.b64encode(text).decode() if text is not None else None,
-                                  "trunk_b64": base64.b64encode(store[before[path].oid].data).decode() if path in before else None})
+                                  "trunk_b64": base64.b64encode(store[before[path].oid].data).decode()
+                                  if path in before and not hidden else None})
         else:
             merged_tree = result.tree
         after = tree_map(store, store[merged_tree])
@@ -110,6 +130,10 @@ async def trunk_merge(call: Call) -> dict:
                 out_files.append({"path": path, "content_b64": None, "mode": None})
             elif before.get(path) == entry:
                 out_files.append({"path": path, "blob": entry.oid, "mode": mode_name(int(entry.mode, 8))})
+            elif path in before and str(before[path].oid) in redacted:
+                # merged with trunk's redacted side, so it holds some of it: a conflict sent with
+                # neither side, for the workspace to settle from what it has
+                conflicts.append({"path": path, "symbols": [], "content_b64": None, "trunk_b64": None})
             else:
                 out_files.append({"path": path, "content_b64": base64.b64encode(store[entry.oid].data).decode(),
                                   "mode": mode_name(int(entry.mode, 8))})

@@ -25,6 +25,9 @@ def busy_chain() -> Chain:
                "claim": {"intent": "edit", "edits": ["a.py#g"]}}, actor={"kind": "agent", "session": "s2", "agent": "agent-s2"},
               facts={"edits": ["a.py#g"], "signature_changes": ["a.py#g"], "modified_files": ["a.py"]})
     c.add({"op": "change.integrate", "change": "kkkk", "merged": "d" * 40})
+    human = {"kind": "human", "name": "alice"}
+    c.add({"op": "redact", "blob": "e" * 40, "reason": "a key"}, actor=human)
+    c.add({"op": "redact", "blob": "f" * 40, "reason": "forbidden"}, actor=human, outcome="deny", reasons=("policy_forbid:x",))
     c.clock.step(6_000)
     c.beat("s2")  # L1 runs out; s3's interest becomes a reservation
     c.end("s2")
@@ -48,6 +51,7 @@ def test_load_then_replay_the_rest_equals_replay_from_the_start():
         assert canonical(checkpoint.dump(resumed, resumed.repo("demo"))) == want, cut
     assert whole.repo("demo").reservations and whole.repo("demo").events["s3"]
     assert whole.repo("demo").changes["kkkk"].claim is None and whole.repo("demo").queue == ["llll"]
+    assert whole.repo("demo").redacted == {"e" * 40}  # a denied redact redacts nothing
 
 
 def test_a_snapshot_stays_as_it_was_taken():
