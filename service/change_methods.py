@@ -121,8 +121,10 @@ class Prepared(NamedTuple):
 
 
 async def prepare(call: Call, rs: RepoState, base: str, files: list[dict], message: str, author: str,
-                  claim: dict | None = None) -> Prepared | None:
-    """None when `base` is no commit of the repository. A preview (`claim` None) writes nothing."""
+                  claim: dict | None = None, *, preview: bool = False) -> Prepared | None:
+    """None when `base` is no commit of the repository. A preview writes nothing (its commit is
+    None); a proposal's `claim` is compared with the facts (a human's change has none: the
+    daemon writes its claim from them)."""
     d = call.ctx
     trunk, case_twins = rs.trunk, rs.policy.case_twins  # read on the loop: the thread reads no live state
 
@@ -130,7 +132,7 @@ async def prepare(call: Call, rs: RepoState, base: str, files: list[dict], messa
         if not commit_exists(store, base):
             return None
         base_map = d.tree_maps.get(store, base)
-        if claim is None:   # a preview: its facts, no commit
+        if preview:   # its facts, no commit
             commit, (new_map, blobs) = None, planned_map(store, base, files, base_map, case_twins)
         else:
             blobs = None
@@ -138,7 +140,7 @@ async def prepare(call: Call, rs: RepoState, base: str, files: list[dict], messa
         facts = facts_of(store, d.symbols, base, base_map, new_map, files, blobs)
         mismatches = compare_claim(claim, facts) if claim is not None else []
         return Prepared(commit, facts_json(facts), list(facts.syntax_errors), mismatches, base_map,
-                        d.tree_maps.get(store, trunk) if claim is not None else {}, facts.containers, facts.nesting)
+                        {} if preview else d.tree_maps.get(store, trunk), facts.containers, facts.nesting)
     prepared = await on_store(call, work)
     if prepared is not None:
         d.warmer.ask(rs.name, rs.trunk)    # the next proposal on trunk is quicker
@@ -301,7 +303,7 @@ async def preview(call: Call) -> dict:
     d, rs, me = call.ctx, call.repo_state(), call.auth.session
     base = p["base"]
     files = check_files(p["files"])
-    prepared = await prepare(call, rs, base, files, "preview", call.auth.agent)
+    prepared = await prepare(call, rs, base, files, "preview", call.auth.agent, preview=True)
     if prepared is None:
         raise LoncaError("not_found", f"no commit {base} in this repository")
     facts = prepared.facts
