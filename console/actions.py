@@ -235,6 +235,14 @@ async def _op_session(body, request, repo):
     return op, f"start a session for {agent} on {', '.join(paths)} for {hours} h" + (f" in {name}" if name else "")
 
 
+async def _op_priority(body, request, repo):
+    """A queued change goes ahead of the changes queued before it that it is independent of."""
+    change = body.get("change")
+    if not isinstance(change, str) or not re.fullmatch(r"[k-z]{32}", change):
+        raise Refusal("name the change to put first")
+    return {"op": "priority", "change": change}, f"put change {change[:12]} ahead of the queue"
+
+
 async def _op_end_session(body, request, repo):
     """cap.revoke: an agent session (and the capabilities it handed on) ends at this entry; its
     token stops working (a leaked token is cut off here)."""
@@ -305,6 +313,7 @@ async def _op_change(body, request, repo):
 
 OPS = {"change.propose": _op_change, "policy.update": _op_policy, "approve": _op_approve, "reject": _op_reject, "comment": _op_comment,
        "freeze": _op_freeze, "unfreeze": _op_freeze, "redact": _op_redact, "session.start": _op_session, "cap.revoke": _op_end_session,
+       "priority": _op_priority,
        "human.enroll": _op_enroll,
        "human.revoke": _op_revoke, "import.external": forge.op_import, "bridge.push": forge.op_push}
 STEP_UP = ("repo.backup", "repo.restore")  # no operation of the log: signed as a login of their own (console/forge.py)
