@@ -21,7 +21,7 @@ def default_human() -> str:
     return os.environ.get("LONCA_HUMAN") or getpass.getuser()
 
 
-class HumanKey:
+class HumanKey(humansig.OpSigner):
     def __init__(self, name: str, private: Ed25519PrivateKey):
         self.name = name
         self.private = private
@@ -31,16 +31,8 @@ class HumanKey:
         raw = self.private.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
         return {"alg": "ed25519", "public": raw.hex()}
 
-    def _sig(self, message: bytes, nonce: str, issued_ms: int) -> dict:
-        return {"human": self.name, "nonce": nonce, "issued_ms": issued_ms, "sig": humansig.sign_ed25519(self.private, message)}
-
-    def sign_op(self, repo: str, op: dict, now_ms: int | None = None) -> dict:
-        nonce, issued = humansig.new_nonce(now_ms)
-        return self._sig(humansig.intent_bytes(repo, op, nonce, issued), nonce, issued)
-
-    def sign_login(self, repo: str | None, ttl_ms: int, now_ms: int | None = None) -> dict:
-        nonce, issued = humansig.new_nonce(now_ms)
-        return self._sig(humansig.login_bytes(repo, self.name, ttl_ms, nonce, issued), nonce, issued)
+    def sign(self, message: bytes) -> str:
+        return humansig.sign_ed25519(self.private, message)
 
 
 def key_path(name: str) -> Path:

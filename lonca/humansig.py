@@ -59,6 +59,27 @@ def sign_ed25519(private: Ed25519PrivateKey, message: bytes) -> str:
     return private.sign(message).hex()
 
 
+class OpSigner:
+    """What a human's key on this machine signs, whatever signs the bytes: a file key
+    (humankeys.HumanKey) or a security key through ssh-keygen (security_key.SecurityKey)."""
+    name: str
+
+    def sign(self, message: bytes) -> str:
+        """The `sig` field: hex of the signature over `message`."""
+        raise NotImplementedError
+
+    def _sig(self, message: bytes, nonce: str, issued_ms: int) -> dict:
+        return {"human": self.name, "nonce": nonce, "issued_ms": issued_ms, "sig": self.sign(message)}
+
+    def sign_op(self, repo: str, op: dict, now_ms: int | None = None) -> dict:
+        nonce, issued = new_nonce(now_ms)
+        return self._sig(intent_bytes(repo, op, nonce, issued), nonce, issued)
+
+    def sign_login(self, repo: str | None, ttl_ms: int, now_ms: int | None = None) -> dict:
+        nonce, issued = new_nonce(now_ms)
+        return self._sig(login_bytes(repo, self.name, ttl_ms, nonce, issued), nonce, issued)
+
+
 def shape_problem(sig) -> str | None:
     """The reason a human signature object is malformed, or None."""
     if not isinstance(sig, dict):

@@ -36,24 +36,13 @@ def _ssh_keygen() -> str:
     return exe
 
 
-class SecurityKey:
+class SecurityKey(humansig.OpSigner):
     """Signs like humankeys.HumanKey (sign_op, sign_login, public), each signature one run of
     `ssh-keygen -Y sign -n lonca` and one touch."""
 
     def __init__(self, name: str, handle: Path, public: dict, line: str):
         self.name, self.handle, self.public = name, handle, public
         self.line = line    # the .pub line, which `lonca human enrol --public` takes
-
-    def _sig(self, message: bytes, nonce: str, issued_ms: int) -> dict:
-        return {"human": self.name, "nonce": nonce, "issued_ms": issued_ms, "sig": self.sign(message)}
-
-    def sign_op(self, repo: str, op: dict, now_ms: int | None = None) -> dict:
-        nonce, issued = humansig.new_nonce(now_ms)
-        return self._sig(humansig.intent_bytes(repo, op, nonce, issued), nonce, issued)
-
-    def sign_login(self, repo: str | None, ttl_ms: int, now_ms: int | None = None) -> dict:
-        nonce, issued = humansig.new_nonce(now_ms)
-        return self._sig(humansig.login_bytes(repo, self.name, ttl_ms, nonce, issued), nonce, issued)
 
     def sign(self, message: bytes) -> str:
         """The hex of the SSHSIG blob ssh-keygen makes over `message` (stdin to stdout: nothing
