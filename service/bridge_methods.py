@@ -84,11 +84,23 @@ def decide_import(call: Call, rs: RepoState, op: dict, *, facts: dict) -> Draft:
                  result=lambda e: {"trunk": op["commit"]}, after_commit=[move])
 
 
+async def _refuse_redacted(call: Call, rs: RepoState, remote: str) -> None:
+    """`redacted` when the push would hand the remote a redacted blob it does not hold (trunk and
+    the policy commit are what it pushes that holds files; the log ref holds entries)."""
+    heads, redacted = [rs.trunk, rs.policy_id], frozenset(rs.redacted)  # read on the loop
+    found = await asyncio.to_thread(remotes.redacted_to_send, call.ctx.config.store_path(rs.name), remote, heads, redacted)
+    if found is not None:
+        raise LoncaError("redacted", f"a redacted blob ({found}) is among the objects {remote} lacks, and a push hands "
+                                     "git's objects whole: rewrite that history outside Lonca (and rotate the secret), "
+                                     "or push to a remote that holds it already")
+
+
 @method("human.prepare_push", "human")
 async def prepare_push(call: Call) -> dict:
     d, rs = call.ctx, call.repo_state()
     remote = call.params["remote"]
     remotes.check_remote(d.config, remote, push=True)
+    await _refuse_redacted(call, rs, remote)
     op = {"op": "bridge.push", "remote": remote, "oplog_seq": rs.next_seq - 1, "oplog_hash": rs.head_hash}
     await d.db_write([PreparedRow(op_hash=content_hash(op), kind="bridge.push", created_ms=d.now_ms())])
     return {"op": op}
@@ -105,6 +117,7 @@ def decide_push(call: Call, rs: RepoState, op: dict) -> Draft:
 
 async def submit_push(call: Call, rs: RepoState, op: dict, append: Append) -> dict:
     await check_prepared(call, op, "human.prepare_push")
+    await _refuse_redacted(call, rs, op["remote"])  # trunk may have moved since the prepare: nothing logged yet
     res = await append()
     if res["decision"]["outcome"] != "allow":
         return res

@@ -144,6 +144,20 @@ def push(store: Path, remote: str, refs: dict[str, str]) -> str:
     return run_git(store, "push", "--porcelain", "--atomic", remote, *(f"{commit}:{ref}" for ref, commit in refs.items()))
 
 
+def redacted_to_send(store: Path, remote: str, heads: list[str], redacted: frozenset[str]) -> str | None:
+    """The first redacted blob a push of `heads` would hand `remote`: one the heads reach and no
+    ref of the remote does. A remote ref this store does not know excludes nothing, so the answer
+    errs on the side of refusing (git needs whole objects: a redacted blob goes as it is)."""
+    if not redacted:
+        return None
+    repo = pygit2.Repository(str(store))
+    held = [line.split("\t", 1)[0] for line in run_git(store, "ls-remote", remote).splitlines() if "\t" in line]
+    known = [sha for sha in dict.fromkeys(held) if pygit2.Oid(hex=sha) in repo.odb]
+    listed = run_git(store, "rev-list", "--objects", *heads, *[f"^{sha}" for sha in known])
+    found = sorted(redacted & {line.split(" ", 1)[0] for line in listed.splitlines()})
+    return found[0] if found else None
+
+
 def default_branch(store: Path, remote: str) -> str:
     """The branch the remote's HEAD names (a repository made with `git init -b trunk`, or a
     `master` one, has no `main`); `main` when it names none, as a bundle may not."""

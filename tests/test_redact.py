@@ -5,6 +5,7 @@ The set survives a restart, from a checkpoint and from a replay of the whole log
 real socket, real git store and check processes, SQLite and PostgreSQL."""
 import base64
 
+from conftest import git
 from helpers import session_op
 from lonca.protocol import LoncaError
 from test_checkpoints import sql
@@ -189,3 +190,36 @@ def test_a_symbol_merge_with_a_redacted_trunk_side_is_not_sent(repo_env):
     got = env.client.call("trunk.merge", {"base": base, "files": local}, token=agent)
     assert got["conflicts"] == [{"path": "app.py", "symbols": [], "content_b64": None, "trunk_b64": None}]
     assert "SECRET" not in str(got) and "app.py" not in [f["path"] for f in got["files"]]
+
+
+def test_a_push_never_hands_a_remote_a_redacted_blob_it_lacks(repo_env, tmp_path):
+    """bridge.push sends git's objects whole: a remote that lacks a redacted blob trunk reaches is
+    refused `redacted`, at the prepare and again at the submit (nothing logged); a remote that
+    holds it already takes the push."""
+    env = repo_env
+    blob = files_of(env, env.trunk)["app.py"]["blob"]
+    early, late = tmp_path / "early.git", tmp_path / "late.git"
+    for remote in (early, late):
+        git("init", "-q", "--bare", str(remote), cwd=tmp_path)
+
+    def prepare_push(remote) -> dict:
+        return env.client.call("human.prepare_push", {"remote": str(remote)}, repo="demo", token=env.token)["op"]
+
+    assert "push" in env.submit(prepare_push(early))    # before the redaction: the remote takes it all
+    pending = prepare_push(late)                         # prepared before, submitted after
+    assert redact(env, blob)["decision"]["outcome"] == "allow"
+    pushes = len(sql(env.w, "SELECT seq FROM log_entries WHERE repo='demo' AND entry LIKE '%\"bridge.push\"%'"))
+
+    refused = refusal(lambda: env.submit(pending))
+    assert refused.code == "redacted" and blob in refused.message
+    refused = refusal(lambda: prepare_push(late))
+    assert refused.code == "redacted" and blob in refused.message
+    assert len(sql(env.w, "SELECT seq FROM log_entries WHERE repo='demo' AND entry LIKE '%\"bridge.push\"%'")) == pushes
+
+    # the early remote holds the blob: a newer trunk goes there
+    op = prepare(env, {"NOTES.md": "# Notes\n"})["op"]
+    assert env.submit(op)["decision"]["outcome"] == "allow"
+    wait_for(env, op["change"], "integrated")
+    assert "refs/heads/main" in env.submit(prepare_push(early))["push"]
+    assert git("cat-file", "-t", blob, cwd=early).strip() == "blob"
+    assert git("for-each-ref", cwd=late).strip() == ""   # nothing went there
