@@ -6,7 +6,8 @@ facts.preview -> lease.acquire (what the preview says is free) -> change.propose
 integration (read from the log) -> lease.release; each change adds new files of the agent's own
 until trunk holds the target, and edits one of them after that. Each agent also beats from a
 connection of its own, every timeout_ms / 3 as lonca mcp does. No rate limit is lifted and no
-policy set: agents as they run.
+policy set: agents as they run, and an agent past [sessions] ops_per_minute waits as long as the
+refusal says and sends the request again, as the seed asks (counted as `throttled`).
 
 Printed per minute: the requests answered and their p50 / p99 (every agent request, heartbeats
 included), p99 of facts.preview and change.propose, integrations, trunk's files, log entries and
@@ -23,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -34,7 +36,7 @@ from bench.bench_scale import Conn, Follower
 from bench.bench_history import rss_mb
 from bench.scale_repo import build
 from bench.worker import BenchWorker, pct
-from lonca.protocol import claim_from_facts
+from lonca.protocol import LoncaError, claim_from_facts
 
 TARGET_FILES_DEFAULT = 10_000
 MINUTE_S = 60
@@ -52,6 +54,7 @@ class Soak:
     rss: list[tuple[float, float]] = field(default_factory=list)  # (seconds in, MB)
     entries: list[tuple[float, int]] = field(default_factory=list)  # (seconds in, next log seq)
     refused: dict[str, int] = field(default_factory=dict)  # outcome or reason -> count
+    throttled: int = 0  # rate_limited answers waited out (a quiet machine runs agents faster than the limit)
 
     def running(self) -> bool:
         return time.perf_counter() < self.stop_at
@@ -64,8 +67,17 @@ class TimedConn(Conn):
 
     async def call(self, method: str, params: dict | None = None, token: str | None = None,
                    repo: str | None = "bench"):
-        t = time.perf_counter()
-        out = await super().call(method, params, token, repo)
+        while True:
+            t = time.perf_counter()
+            try:
+                out = await super().call(method, params, token, repo)
+                break
+            except LoncaError as e:
+                if e.code != "rate_limited":
+                    raise
+                self.soak.throttled += 1
+                wait = re.search(r"try again in (\d+) s", e.message)
+                await asyncio.sleep(int(wait.group(1)) if wait else 1)
         now = time.perf_counter()
         self.soak.requests.append((now - self.soak.t0, method, (now - t) * 1000))
         return out
@@ -223,7 +235,8 @@ def main() -> None:
         ("worker RSS MB, end vs before the soak", last["rss"], rss_start, "-"),
     ]:
         print(f"{name:<52} {value:10.1f} {base:10.1f} {value / base:7.2f}  {goal}")
-    print(f"store: {loose} loose objects, {packs} packs (packed in the background)")
+    print(f"store: {loose} loose objects, {packs} packs (packed in the background); "
+          f"rate_limited answers waited out: {soak.throttled}")
     if soak.refused:
         print(f"not integrated: {soak.refused}", file=sys.stderr)
 
