@@ -4,24 +4,15 @@ import time
 
 from playwright.sync_api import expect
 
-from conftest import git_repo
-from console.browser_steps import bootstrap, sign
-from console.test_review_live import APP, UTIL, propose
-from console.test_webauthn_console import token_of
+from console.browser_steps import sign
+from console.test_review_live import propose, start
 
 POLICY = '[verification]\ntests = ["python3", "-c", "import time; time.sleep(4)"]\n'
 
 
 def test_put_a_queued_change_first(stack, new_page, tmp_path):
-    worker, console = stack
-    src = git_repo(tmp_path / "src", {"app.py": APP, "util.py": UTIL, "lonca.toml": POLICY})
-    page, _ = new_page()
-    bootstrap(page, console, "alice", "demo", import_from=str(src))
-    page.goto(console.url + "/r/demo/sessions")
-    agent = token_of(sign(page, "form[data-ceremony='session.start']", agent="ada", task="fees"))
+    worker, console, page, agent = start(stack, new_page, tmp_path, POLICY)
     with worker.client() as c:
-        c.call("lease.acquire", {"set": None, "items": [{"symbol": "app.py#charge", "kind": "edit"}, {"symbol": "util.py#fee", "kind": "edit"}],
-                                 "intent": "round the fee", "ttl_ms": 600_000}, token=agent)
         first = propose(c, agent, {"app.py": "def charge(amount):\n    return round(amount * 2)\n"})
         time.sleep(0.5)  # the queue is verifying `first` alone; the next one waits, queued
         second = propose(c, agent, {"util.py": "def fee(x):\n    return x + 1\n"})

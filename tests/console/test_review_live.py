@@ -26,10 +26,11 @@ def propose(c, agent: str, files: dict[str, str], change: str | None = None) -> 
                                      "claim": claim_from_facts(facts, "round the fee")}, token=agent)
 
 
-def start(stack, new_page, tmp_path):
-    """alice's repository with a policy that sends agent changes to review, and an agent session."""
+def start(stack, new_page, tmp_path, policy: str = POLICY):
+    """alice's repository with a policy (by default one that sends agent changes to review), and
+    an agent session holding app.py#charge and util.py#fee."""
     worker, console = stack
-    src = git_repo(tmp_path / "src", {"app.py": APP, "util.py": UTIL, "lonca.toml": POLICY})
+    src = git_repo(tmp_path / "src", {"app.py": APP, "util.py": UTIL, "lonca.toml": policy})
     page, _ = new_page()
     bootstrap(page, console, "alice", "demo", import_from=str(src))
     page.goto(console.url + "/r/demo/sessions")
