@@ -42,3 +42,11 @@ def sign(page: Page, form: str, **fields) -> str:
     result = f.locator("[data-ceremony-result]")
     expect(result).to_have_class(re.compile(r"\b(ok|error)\b"))
     return result.inner_text()
+
+
+def agent_session(page: Page, console, source, task: str, agent: str = "ada") -> str:
+    """alice creates `demo` from `source` in the browser and starts an agent session on the
+    Sessions page: the agent's token, shown once."""
+    bootstrap(page, console, "alice", "demo", import_from=str(source))
+    page.goto(console.url + "/r/demo/sessions")
+    return re.search(r"lonca_[0-9a-f]{64}", sign(page, "form[data-ceremony='session.start']", agent=agent, task=task)).group(0)

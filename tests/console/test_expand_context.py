@@ -7,10 +7,10 @@ import re
 from playwright.sync_api import expect
 
 from conftest import git_repo
-from console.browser_steps import bootstrap, sign
+from console.browser_steps import agent_session
 from console.test_accessibility import VIEWPORTS, axe_source, violations  # noqa: F401 (a fixture)
 from console.test_review_live import POLICY, propose
-from console.test_webauthn_console import shot, token_of
+from console.test_webauthn_console import shot
 
 OLD = "".join(f"line {i}\n" for i in range(1, 61))
 # line 10 changed, line 50 removed: the new side is one line behind the old after it
@@ -21,9 +21,7 @@ def test_expanding_hidden_lines_in_both_views(stack, new_page, tmp_path, axe_sou
     worker, console = stack
     src = git_repo(tmp_path / "src", {"notes.txt": OLD, "lonca.toml": POLICY})
     page, _ = new_page()
-    bootstrap(page, console, "alice", "demo", import_from=str(src))
-    page.goto(console.url + "/r/demo/sessions")
-    agent = token_of(sign(page, "form[data-ceremony='session.start']", agent="ada", task="notes"))
+    agent = agent_session(page, console, src, "notes")
     with worker.client() as c:
         c.call("lease.acquire", {"set": None, "items": [{"symbol": "notes.txt#<file>", "kind": "edit"}],
                                  "intent": "notes", "ttl_ms": 600_000}, token=agent)
@@ -83,9 +81,7 @@ def test_a_large_diff_is_drawn_plain_then_its_colours_come_without_a_reload(stac
     worker, console = stack
     src = git_repo(tmp_path / "src", {"notes.txt": OLD, "lonca.toml": POLICY})
     page, _ = new_page()
-    bootstrap(page, console, "alice", "demo", import_from=str(src))
-    page.goto(console.url + "/r/demo/sessions")
-    agent = token_of(sign(page, "form[data-ceremony='session.start']", agent="ada", task="big"))
+    agent = agent_session(page, console, src, "big")
     text = "".join(f"def f{i}(x):\n    return x + {i}\n" for i in range(1250))
     with worker.client() as c:
         c.call("lease.acquire", {"set": None, "items": [{"symbol": "big.py#<file>", "kind": "edit"}],

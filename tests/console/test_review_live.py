@@ -9,8 +9,8 @@ import re
 from playwright.sync_api import expect
 
 from conftest import git_repo
-from console.browser_steps import bootstrap, sign
-from console.test_webauthn_console import shot, token_of
+from console.browser_steps import agent_session, sign
+from console.test_webauthn_console import shot
 from lonca.protocol import claim_from_facts
 
 POLICY = '[review]\nagent_changes = "human"\n\n[verification]\ntests = ["python3", "-c", "print(\'tests ran\')"]\n'
@@ -32,9 +32,7 @@ def start(stack, new_page, tmp_path, policy: str = POLICY):
     worker, console = stack
     src = git_repo(tmp_path / "src", {"app.py": APP, "util.py": UTIL, "lonca.toml": policy})
     page, _ = new_page()
-    bootstrap(page, console, "alice", "demo", import_from=str(src))
-    page.goto(console.url + "/r/demo/sessions")
-    agent = token_of(sign(page, "form[data-ceremony='session.start']", agent="ada", task="fees"))
+    agent = agent_session(page, console, src, "fees")
     with worker.client() as c:
         c.call("lease.acquire", {"set": None, "items": [{"symbol": "app.py#charge", "kind": "edit"}, {"symbol": "util.py#fee", "kind": "edit"}],
                                  "intent": "round the fee", "ttl_ms": 600_000}, token=agent)
@@ -196,9 +194,7 @@ def test_a_failed_check_shows_its_message_and_log(stack, new_page, tmp_path):
     policy = '[verification]\ntests = ["python3", "-c", "import sys; print(\'fee rounding test failed\'); sys.exit(3)"]\n'
     src = git_repo(tmp_path / "src", {"app.py": APP, "lonca.toml": policy})
     page, _ = new_page()
-    bootstrap(page, console, "alice", "demo", import_from=str(src))
-    page.goto(console.url + "/r/demo/sessions")
-    agent = token_of(sign(page, "form[data-ceremony='session.start']", agent="ada", task="fees"))
+    agent = agent_session(page, console, src, "fees")
     with worker.client() as c:
         c.call("lease.acquire", {"set": None, "items": [{"symbol": "app.py#charge", "kind": "edit"}],
                                  "intent": "round the fee", "ttl_ms": 600_000}, token=agent)
@@ -218,9 +214,7 @@ def test_checks_run_before_the_decision_and_show_live(stack, new_page, tmp_path)
               'tests = ["python3", "-c", "import sys; t = open(\'app.py\').read(); print(\'checked\', len(t)); sys.exit(0 if \'round\' in t else 4)"]\n')
     src = git_repo(tmp_path / "src", {"app.py": APP, "lonca.toml": policy})
     page, _ = new_page()
-    bootstrap(page, console, "alice", "demo", import_from=str(src))
-    page.goto(console.url + "/r/demo/sessions")
-    agent = token_of(sign(page, "form[data-ceremony='session.start']", agent="ada", task="fees"))
+    agent = agent_session(page, console, src, "fees")
     with worker.client() as c:
         c.call("lease.acquire", {"set": None, "items": [{"symbol": "app.py#charge", "kind": "edit"}],
                                  "intent": "round the fee", "ttl_ms": 600_000}, token=agent)
