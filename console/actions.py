@@ -66,12 +66,17 @@ def _seq(value) -> int:
 async def register_begin(request: Request):
     s = await guard(request)
     body = await request.json()
+    # a passkey to replace the one logged in (human.rotate) is the session's own name's
+    purpose = body.get("purpose") if s.logged_in else None
+    if purpose not in (None, "human.rotate"):
+        return problem(f"no registration for {purpose!r}")
     try:
-        human = _name(body.get("human"), "your name")
+        human = s.human if purpose else _name(body.get("human"), "your name")
     except Refusal as e:
         return problem(str(e))
-    options, challenge = ceremonies.registration_options(request.app.state.settings, human)
-    s.registration = {"challenge": challenge, "human": human, "own": bool(body.get("own")) and s.logged_in}
+    options, challenge = ceremonies.registration_options(request.app.state.settings, human, replaces=bool(purpose))
+    s.registration = {"challenge": challenge, "human": human, "own": (bool(body.get("own")) or bool(purpose)) and s.logged_in,
+                      "purpose": purpose}
     return JSONResponse({"ok": True, "options": options})
 
 
@@ -90,8 +95,9 @@ async def register_finish(request: Request):
     if s.logged_in and pending.get("own"):
         # a further passkey of the human logged in here, enrolled next by their own signed
         # human.enroll (the "enrol-own" step of static/webauthn.js), not a request others see
-        s.new_key = {"human": pending["human"], "key": key}
-        return JSONResponse({"ok": True, "next": "enrol-own", "message": f"Passkey registered for {pending['human']}; now sign its enrolment."})
+        s.new_key = {"human": pending["human"], "key": key, "purpose": pending["purpose"]}
+        then = "now sign the rotation with the key you are logged in with" if pending["purpose"] else "now sign its enrolment"
+        return JSONResponse({"ok": True, "next": "enrol-own", "message": f"Passkey registered for {pending['human']}; {then}."})
     try:
         bootstrap = not await serves_repositories(request)
     except Unreachable as e:
@@ -256,7 +262,7 @@ async def _op_enroll(body, request, repo):
     prints it, or a passkey just registered in this browser), or a waiting enrolment request."""
     s = session_of(request)
     if body.get("own"):
-        if not s.new_key:
+        if not s.new_key or s.new_key.get("purpose"):
             raise Refusal("register the passkey first (it was not, or this page is old)")
         human, key = s.new_key["human"], s.new_key["key"]
         return {"op": "human.enroll", "human": human, "key": key}, f"enrol your passkey as {human} in {repo} (key {fingerprint(key)})"
@@ -277,6 +283,44 @@ async def _op_revoke(body, request, repo):
     human = _name(body.get("human"), "the human whose key to revoke")
     op = {"op": "human.revoke", "human": human, "reason": _text(body.get("reason"), "why you revoke the key")}
     return op, f"revoke the key of {human} in {repo}: {op['reason']}"
+
+
+async def _op_rotate(body, request, repo):
+    """human.rotate: the passkey just registered in this browser replaces the key of this
+    session in one repository, signed by the old key; the worker ends every session of the old
+    key, this one included (seed, human.login)."""
+    s = session_of(request)
+    new = s.new_key
+    if not new or new.get("purpose") != "human.rotate":
+        raise Refusal("register the new passkey first (it was not, or this page is old)")
+    return ({"op": "human.rotate", "human": s.human, "key": new["key"]},
+            f"replace your key in {repo} with the new passkey (fingerprint {fingerprint(new['key'])})")
+
+
+async def _op_recovery_key(body, request, repo):
+    """human.recovery_key from the public part of a file key made where the console never sees
+    it (`lonca human key`, best on a machine kept offline): it later signs `lonca human recover`
+    once. The private key is in that file only; nothing secret is made on this server."""
+    key = humansig.file_key_from_text(str(body.get("public") or ""))
+    if key is None:
+        raise Refusal("paste the line `lonca human key` printed: ed25519: and 64 hex digits")
+    s = session_of(request)
+    return ({"op": "human.recovery_key", "human": s.human, "key": key},
+            f"set the recovery key of {s.human} in {repo} (fingerprint {fingerprint(key)})")
+
+
+async def _op_daemon_rotate(body, request, repo):
+    """daemon.rotate to the next key daemon.prepare_rotate makes (or keeps, until every
+    repository moved); the worker refuses a repository on that key already."""
+    key = (await call(request, "daemon.prepare_rotate"))["key"]
+    return {"op": "daemon.rotate", "key": key}, f"move the log of {repo} to the worker's next daemon key {key[:16]}…"
+
+
+async def _op_daemon_recover(body, request, repo):
+    """daemon.recover of a restored (foreign) log, to the daemon key this worker signs with."""
+    key = (await request.app.state.pool.call("ping"))["daemon_key"]
+    return ({"op": "daemon.recover", "key": key},
+            f"adopt the restored log of {repo} with this worker's daemon key {key[:16]}…")
 
 
 async def _op_policy(body, request, repo):
@@ -315,7 +359,9 @@ OPS = {"change.propose": _op_change, "policy.update": _op_policy, "approve": _op
        "freeze": _op_freeze, "unfreeze": _op_freeze, "redact": _op_redact, "session.start": _op_session, "cap.revoke": _op_end_session,
        "priority": _op_priority,
        "human.enroll": _op_enroll,
-       "human.revoke": _op_revoke, "import.external": forge.op_import, "bridge.push": forge.op_push}
+       "human.revoke": _op_revoke, "human.rotate": _op_rotate, "human.recovery_key": _op_recovery_key,
+       "daemon.rotate": _op_daemon_rotate, "daemon.recover": _op_daemon_recover,
+       "import.external": forge.op_import, "bridge.push": forge.op_push}
 STEP_UP = ("repo.backup", "repo.restore")  # no operation of the log: signed as a login of their own (console/forge.py)
 
 
@@ -368,6 +414,7 @@ async def ceremony_finish(request: Request):
     except ValueError as e:
         return problem(str(e))
     pool = request.app.state.pool
+    elsewhere: list[str] = []
     try:
         if c.kind == "login":
             res = await pool.call("human.login", {"sig": sig, "ttl_ms": c.ttl_ms})
@@ -385,9 +432,13 @@ async def ceremony_finish(request: Request):
                                  "redirect": f"/login?human={c.human}"})
         if c.kind in STEP_UP:
             return JSONResponse({"ok": True, **await forge.run_step_up(request, c, sig)})
+        if c.kind == "human.rotate":  # asked while the old key's session still reads
+            elsewhere = [r for r in await call(request, "repo.list") if r != c.repo]
         res = await call(request, "human.submit", {"op": c.op, "sig": sig}, repo=c.repo)
     except (NotLoggedIn, LoncaError, Unreachable) as e:
         return worker_problem(e)
+    if c.kind == "human.rotate" and res["decision"]["outcome"] == "allow":
+        return JSONResponse(_rotated(request, c, res, elsewhere))
     if c.kind == "human.enroll" and s.new_key and s.new_key["key"] == c.op["key"]:
         s.new_key = None    # one passkey, one enrolment: another repository takes another registration
     if c.kind == "human.enroll" and res["decision"]["outcome"] == "allow":
@@ -407,6 +458,20 @@ async def ceremony_finish(request: Request):
         # where it goes: `session join` reads it from stdin (never a command line) into the workspace
         out["join"] = f"lonca session join --dir {c.repo}-{c.op['session']}"
     return JSONResponse(out)
+
+
+def _rotated(request: Request, c, res: dict, elsewhere: list[str]) -> dict:
+    """The worker ended every session of the old key, this browser's with them: the browser
+    session ends too, and the human logs in with the new passkey."""
+    s = session_of(request)
+    s.new_key = None
+    request.app.state.sessions.end(s)
+    still = (f" The old key still signs in {', '.join(elsewhere)}: log in with it and replace it there too."
+             if elsewhere else "")
+    return {"ok": True, "seq": res["seq"], "outcome": res["decision"]["outcome"], "csrf": s.csrf,
+            "login": f"/login?human={c.human}",
+            "message": f"{c.summary}: {res['decision']['outcome']} (seq {res['seq']}); {res['sessions_ended']} "
+                       f"session(s) of the old key ended, this one too: log in with the new passkey.{still}"}
 
 
 async def logout(request: Request):
