@@ -9,6 +9,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse
 
 from lonca import humansig, webauthn
+from lonca.audit import recovery_signed
 from lonca.humansig import fingerprint
 from lonca.client import Unreachable
 from lonca.harness import HARNESSES
@@ -20,6 +21,8 @@ from . import forge
 from .guard import HEADER, NotLoggedIn, Refusal, call, client_of, describe, guard, refuse, session_of
 
 NAME_RE = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+# what a passkey may be registered for besides an enrolment, and whether that needs a login
+PURPOSES = {"human.rotate": True, "human.recovery_key": True, "human.recover": False}
 
 
 def problem(message: str, status: int = 422) -> JSONResponse:
@@ -66,15 +69,16 @@ def _seq(value) -> int:
 async def register_begin(request: Request):
     s = await guard(request)
     body = await request.json()
-    # a passkey to replace the one logged in (human.rotate) is the session's own name's
-    purpose = body.get("purpose") if s.logged_in else None
-    if purpose not in (None, "human.rotate"):
-        return problem(f"no registration for {purpose!r}")
+    # a key for the operation named: the session's own name's (a rotation's new key, a recovery
+    # key), or, with no session, the new key a recovery key is to sign over
+    purpose = body.get("purpose") or None
+    if purpose is not None and PURPOSES.get(purpose) != s.logged_in:
+        return problem(f"no registration for {str(purpose)[:40]!r} here" + ("" if s.logged_in else ": log in first"))
     try:
-        human = s.human if purpose else _name(body.get("human"), "your name")
+        human = s.human if purpose and s.logged_in else _name(body.get("human"), "your name")
     except Refusal as e:
         return problem(str(e))
-    options, challenge = ceremonies.registration_options(request.app.state.settings, human, replaces=bool(purpose))
+    options, challenge = ceremonies.registration_options(request.app.state.settings, human, own_user_id=bool(purpose))
     s.registration = {"challenge": challenge, "human": human, "own": (bool(body.get("own")) or bool(purpose)) and s.logged_in,
                       "purpose": purpose}
     return JSONResponse({"ok": True, "options": options})
@@ -92,12 +96,18 @@ async def register_finish(request: Request):
                                              settings.rp_id, settings.origin, require_uv=False)
     except Exception as e:
         return problem(f"the key was not registered: {e}")
+    if pending["purpose"] == "human.recover":
+        s.new_key = {"human": pending["human"], "key": key, "purpose": pending["purpose"]}
+        return JSONResponse({"ok": True, "message": f"New passkey registered for {pending['human']} (fingerprint "
+                                                    f"{fingerprint(key)}); now sign its recovery with your recovery key (2.)."})
     if s.logged_in and pending.get("own"):
         # a further passkey of the human logged in here, enrolled next by their own signed
         # human.enroll (the "enrol-own" step of static/webauthn.js), not a request others see
         s.new_key = {"human": pending["human"], "key": key, "purpose": pending["purpose"]}
-        then = "now sign the rotation with the key you are logged in with" if pending["purpose"] else "now sign its enrolment"
-        return JSONResponse({"ok": True, "next": "enrol-own", "message": f"Passkey registered for {pending['human']}; {then}."})
+        then = {"human.rotate": "now sign the rotation", "human.recovery_key": "now sign it as your recovery key"}.get(
+            pending["purpose"], "now sign its enrolment")
+        return JSONResponse({"ok": True, "next": "enrol-own", "message": f"Passkey registered for {pending['human']}; "
+                                                                         f"{then} with the key you are logged in with."})
     try:
         bootstrap = not await serves_repositories(request)
     except Unreachable as e:
@@ -298,13 +308,19 @@ async def _op_rotate(body, request, repo):
 
 
 async def _op_recovery_key(body, request, repo):
-    """human.recovery_key from the public part of a file key made where the console never sees
-    it (`lonca human key`, best on a machine kept offline): it later signs `lonca human recover`
-    once. The private key is in that file only; nothing secret is made on this server."""
-    key = humansig.file_key_from_text(str(body.get("public") or ""))
-    if key is None:
-        raise Refusal("paste the line `lonca human key` printed: ed25519: and 64 hex digits")
+    """human.recovery_key: a security key just registered in this browser (kept offline, it
+    signs a recovery on /recover), or the public part of a file key made where the console never
+    sees it (`lonca human key`; it signs `lonca human recover`). Either way the private key is in
+    the device or the file only: nothing secret is made on this server."""
     s = session_of(request)
+    if "public" in body:
+        key = humansig.file_key_from_text(str(body.get("public") or ""))
+        if key is None:
+            raise Refusal("paste the line `lonca human key` printed: ed25519: and 64 hex digits")
+    elif s.new_key and s.new_key.get("purpose") == "human.recovery_key":
+        key = s.new_key["key"]
+    else:
+        raise Refusal("register the recovery key first (it was not, or this page is old)")
     return ({"op": "human.recovery_key", "human": s.human, "key": key},
             f"set the recovery key of {s.human} in {repo} (fingerprint {fingerprint(key)})")
 
@@ -321,6 +337,26 @@ async def _op_daemon_recover(body, request, repo):
     key = (await request.app.state.pool.call("ping"))["daemon_key"]
     return ({"op": "daemon.recover", "key": key},
             f"adopt the restored log of {repo} with this worker's daemon key {key[:16]}…")
+
+
+async def _begin_recover(request, s, body):
+    """With no session: the passkey just registered in this browser becomes the name's key,
+    signed by the name's recovery key (human.recover), which the browser asks for among the
+    keys it can reach. For a restored repository that waits for daemon.recover, the same
+    signature adopts its log too (daemon.recover with recover, log format 27)."""
+    new = s.new_key
+    if not new or new.get("purpose") != "human.recover":
+        raise Refusal("register the new passkey first (1.)")
+    repo, human = _name(body.get("repo"), "the repository"), new["human"]
+    op: dict = {"op": "human.recover", "human": human, "key": new["key"]}
+    summary = f"recover {human} in {repo} with the new passkey (fingerprint {fingerprint(new['key'])})"
+    if body.get("daemon"):
+        key = (await request.app.state.pool.call("ping"))["daemon_key"]
+        op = {"op": "daemon.recover", "key": key, "recover": {"human": human, "key": new["key"]}}
+        summary = f"adopt the restored log of {repo} with this worker's daemon key {key[:16]}… and {summary}"
+    # the profile is not readable without a session: user verification as the key prefers (the
+    # worker requires it of a hardened repository's signatures, and says so)
+    return ceremonies.for_op(op["op"], repo, human, op, summary), False, None
 
 
 async def _op_policy(body, request, repo):
@@ -374,6 +410,8 @@ async def ceremony_begin(request: Request):
             c, uv, credential_id = await _begin_login(request, s, body)
         elif kind == "repo.init":
             c, uv, credential_id = await _begin_init(request, s, body)
+        elif kind == "human.recover":
+            c, uv, credential_id = await _begin_recover(request, s, body)
         elif kind in OPS:
             if not s.logged_in:
                 return problem("log in first", 401)
@@ -432,6 +470,8 @@ async def ceremony_finish(request: Request):
                                  "redirect": f"/login?human={c.human}"})
         if c.kind in STEP_UP:
             return JSONResponse({"ok": True, **await forge.run_step_up(request, c, sig)})
+        if recovery_signed(c.op):  # the recovery key's signature is the credential: no token
+            return JSONResponse(_recovered(s, c, await pool.call("human.submit", {"op": c.op, "sig": sig}, repo=c.repo)))
         if c.kind == "human.rotate":  # asked while the old key's session still reads
             elsewhere = [r for r in await call(request, "repo.list") if r != c.repo]
         res = await call(request, "human.submit", {"op": c.op, "sig": sig}, repo=c.repo)
@@ -472,6 +512,14 @@ def _rotated(request: Request, c, res: dict, elsewhere: list[str]) -> dict:
             "login": f"/login?human={c.human}",
             "message": f"{c.summary}: {res['decision']['outcome']} (seq {res['seq']}); {res['sessions_ended']} "
                        f"session(s) of the old key ended, this one too: log in with the new passkey.{still}"}
+
+
+def _recovered(s, c, res: dict) -> dict:
+    s.new_key = None  # one registration, one recovery
+    return {"ok": True, "seq": res["seq"], "outcome": res["decision"]["outcome"], "login": f"/login?human={c.human}",
+            "message": f"{c.summary}: {res['decision']['outcome']} (seq {res['seq']}); {res.get('sessions_ended', 0)} "
+                       "session(s) of the lost key ended. The recovery key is spent: log in with the new passkey and "
+                       "set a new one (Keys)."}
 
 
 async def logout(request: Request):

@@ -71,6 +71,10 @@ async def enrol(request: Request) -> Response:
     return render(request, "enrol.html", {})
 
 
+async def recover(request: Request) -> Response:
+    return render(request, "recover.html", {"name": request.query_params.get("human", "")})
+
+
 async def login(request: Request) -> Response:
     return render(request, "login.html", {"name": request.query_params.get("human", "")})
 

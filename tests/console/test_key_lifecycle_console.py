@@ -40,6 +40,18 @@ def no_violations(page, console, path: str, source: str) -> None:
     page.set_viewport_size(VIEWPORTS[0])
 
 
+def done(page, form: str, **fields) -> str:
+    """Submit a form and return its result once all its steps are done (the button is enabled
+    again): for a form that registers a key and then signs, not the registration's message."""
+    f = page.locator(form)
+    for name, value in fields.items():
+        f.locator(f"[name={name}]").fill(value)
+    button = f.locator("button[type=submit]")
+    button.click()
+    expect(button).to_be_enabled()
+    return f.locator("[data-ceremony-result]").inner_text()
+
+
 def agent_token(page, console) -> str:
     """A session started on the Sessions page: an agent's token, to read over the socket."""
     page.goto(console.url + "/r/demo/sessions")
@@ -66,7 +78,7 @@ def test_rotate_my_key_and_set_a_recovery_key_from_the_keys_page(stack, new_page
     key.set_sign_count(old["signCount"] + 100)  # ahead of the copy's count, as one device
 
     no_violations(page, console, "/keys", axe_source)
-    result = sign(page, "#rotate-key")
+    result = done(page, "#rotate-key")
     assert re.search(r"replace your key in demo with the new passkey \(fingerprint [^)]+\): allow \(seq \d+\); "
                      r"2 session\(s\) of the old key ended, this one too", result), result
     expect(page.locator("#rotate-key a[href='/login?human=alice']")).to_have_text("Log in with the new passkey")
@@ -143,30 +155,57 @@ def test_rotate_the_daemon_key_from_the_keys_page(stack, new_page):
     assert worker.cli("audit", "verify").returncode == 0
 
 
-def test_adopt_a_restored_foreign_log_from_the_repositories_page(make_worker, make_console, new_page, tmp_path,
-                                                                 axe_source):  # noqa: F811
+def carried_away(make_worker, make_console, page, key, tmp_path, recovery: bool = False) -> tuple:
+    """alice's `demo` on worker a (with a recovery security key set from Keys, if asked, and
+    taken off the authenticator), backed up from the Forge page; a stops; worker b, with a daemon
+    key of its own, restores the backup, foreign; a console for b on a's origin (a passkey is
+    bound to its origin). (b, its console, a's daemon key, the last seq backed up, the recovery
+    credential or None); the caller stops b."""
     a = make_worker()
     console = make_console(a)
-    src = git_repo(tmp_path / "src", {"app.py": "def f():\n    return 1\n"})
-    page, _ = new_page()
-    bootstrap(page, console, "alice", "demo", import_from=str(src))
+    bootstrap(page, console, "alice", "demo", import_from=str(git_repo(tmp_path / "src", {"app.py": "def f():\n    return 1\n"})))
+    kept = None
+    if recovery:
+        main = key.credentials()[0]
+        page.goto(console.url + "/keys")
+        assert ": allow" in done(page, "#recovery-passkey")
+        kept = next(c for c in key.credentials() if c["credentialId"] != main["credentialId"])
+        key.cdp.send("WebAuthn.removeCredential", {"authenticatorId": key.id, "credentialId": kept["credentialId"]})
     page.goto(console.url + "/r/demo/forge")
-    written = sign(page, "#backup")
+    written = done(page, "#backup")
+    m = re.search(r"written to (\S+) \(log up to seq (\d+)\)", written)
     bundle = tmp_path / "carried.bundle"
-    shutil.copy(re.search(r"written to (\S+) \(log up to seq (\d+)\)", written).group(1), bundle)
-    backed_up_to = int(re.search(r"log up to seq (\d+)", written).group(1))
+    shutil.copy(m.group(1), bundle)
     old_key = a.client().call("ping")["daemon_key"]
     console.stop()
     a.stop()
-
-    # another machine: a worker with a key of its own, the console on the same origin (the
-    # passkey is bound to it)
     b = fresh_worker(tmp_path, "b", str(tmp_path / "humans"))
+    restored = b.cli_json("restore", "demo", "--from", str(bundle))
+    assert restored["foreign"] is True and restored["daemon_key"] == old_key
+    return b, make_console(b, port=console.port), old_key, int(m.group(2)), kept
+
+
+def adopted(b, page, console, backed_up_to: int, own: str) -> tuple[dict, dict]:
+    """demo is writable again on b's key `own`: a session starts, every entry from the recovery
+    on is signed with that key, and the log verifies offline. (the recovery's entry, status)"""
+    agent = agent_token(page, console)
+    with b.client() as c:
+        st = c.call("status", {"lists": []}, token=agent)
+        log = c.call("log", {"from": backed_up_to + 1}, token=agent)
+    assert st["foreign"] is False and st["daemon_key"] == own
+    assert log[0]["entry"]["human"]["human"] == "alice" and log[0]["entry"]["decision"]["outcome"] == "allow"
+    assert log[1]["entry"]["op"]["op"] == "session.start" and log[1]["entry"]["decision"]["outcome"] == "allow"
+    assert all(daemon_sig_ok(own, e["hash"], e["sig"]) for e in log)
+    assert b.cli("audit", "verify").returncode == 0
+    return log[0]["entry"], st
+
+
+def test_adopt_a_restored_foreign_log_from_the_repositories_page(make_worker, make_console, new_page, tmp_path,
+                                                                 axe_source):  # noqa: F811
+    page, key = new_page()
+    b, console, old_key, backed_up_to, _ = carried_away(make_worker, make_console, page, key, tmp_path)
     try:
-        restored = b.cli_json("restore", "demo", "--from", str(bundle))
-        assert restored["foreign"] is True and restored["daemon_key"] == old_key
         own = b.client().call("ping")["daemon_key"]
-        console = make_console(b, port=console.port)
         login(page, console, "alice")
         page.wait_for_url(re.compile(r"/repos$"))  # no repository listed yet: it waits
         offer = page.locator("[data-foreign=demo]")
@@ -174,22 +213,105 @@ def test_adopt_a_restored_foreign_log_from_the_repositories_page(make_worker, ma
         expect(page.locator("section.repo[data-repo=demo]")).to_have_count(0)
         no_violations(page, console, "/repos", axe_source)
 
-        result = sign(page, "[data-foreign=demo] form.recover-daemon")
+        result = done(page, "[data-foreign=demo] form.recover-daemon")
         assert f"adopt the restored log of demo with this worker's daemon key {own[:16]}…: allow (seq {backed_up_to + 1})" \
             in result, result
         expect(page.locator("section.repo[data-repo=demo]")).to_have_count(1)  # the form reloads the page
         expect(page.locator("[data-foreign]")).to_have_count(0)
-
-        # writable again, on this worker's key
-        agent = agent_token(page, console)
-        with b.client() as c:
-            st = c.call("status", {"lists": []}, token=agent)
-            log = c.call("log", {"from": backed_up_to + 1}, token=agent)
-        assert st["foreign"] is False and st["daemon_key"] == own
-        assert log[0]["entry"]["op"] == {"op": "daemon.recover", "key": own}
-        assert log[0]["entry"]["human"]["human"] == "alice"
-        assert log[1]["entry"]["op"]["op"] == "session.start" and log[1]["entry"]["decision"]["outcome"] == "allow"
-        assert all(daemon_sig_ok(own, e["hash"], e["sig"]) for e in log)
-        assert b.cli("audit", "verify").returncode == 0
+        entry, _ = adopted(b, page, console, backed_up_to, own)
+        assert entry["op"] == {"op": "daemon.recover", "key": own}
     finally:
         b.stop()
+
+
+def test_the_recovery_key_adopts_a_foreign_log_and_recovers_my_name(make_worker, make_console, new_page, tmp_path):
+    """The machine is lost with the passkey: on the new worker, /recover registers a new passkey
+    and the recovery security key signs one daemon.recover with recover, no login."""
+    page, key = new_page()
+    b, console, _, backed_up_to, recovery = carried_away(make_worker, make_console, page, key, tmp_path, recovery=True)
+    try:
+        own = b.client().call("ping")["daemon_key"]
+        lost = key.credentials()[0]
+        key.cdp.send("WebAuthn.removeCredential", {"authenticatorId": key.id, "credentialId": lost["credentialId"]})
+        page.goto(console.url + "/recover")
+        assert "now sign its recovery" in done(page, "#recover-register", human="alice")
+        new = key.credentials()[0]
+        key.cdp.send("WebAuthn.removeCredential", {"authenticatorId": key.id, "credentialId": new["credentialId"]})
+        key.cdp.send("WebAuthn.addCredential", {"authenticatorId": key.id, "credential": recovery})
+        # a human.recover alone: the worker's code, and the box that says what to do
+        refused = done(page, "#recover-sign", repo="demo")
+        assert refused.startswith("foreign_key: demo's log is on daemon key") and "daemon.recover" in refused, refused
+        page.check("#recover-sign [name=daemon]")
+        result = done(page, "#recover-sign", repo="demo")
+        assert re.search(rf"adopt the restored log of demo with this worker's daemon key {own[:16]}… and recover alice in "
+                         rf"demo with the new passkey \(fingerprint [^)]+\): allow \(seq {backed_up_to + 1}\)", result), result
+
+        key.cdp.send("WebAuthn.removeCredential", {"authenticatorId": key.id, "credentialId": recovery["credentialId"]})
+        key.cdp.send("WebAuthn.addCredential", {"authenticatorId": key.id, "credential": new})
+        login(page, console, "alice")
+        page.wait_for_url(re.compile(r"/r/demo/review$"))  # listed: on this worker's key now
+        entry, st = adopted(b, page, console, backed_up_to, own)
+        now = {"alg": st["humans"]["alice"]["alg"], "public": st["humans"]["alice"]["public"]}
+        assert entry["op"] == {"op": "daemon.recover", "key": own, "recover": {"human": "alice", "key": now}}
+        assert entry["actor"] == {"kind": "human", "name": "alice"} and st["humans"]["alice"]["recovery"] is None
+        assert base64url_to_bytes(credential(now).credential_id) == base64.b64decode(new["credentialId"])
+    finally:
+        b.stop()
+
+
+def test_a_recovery_security_key_recovers_my_name_on_the_recover_page(stack, new_page, axe_source):  # noqa: F811
+    """A second security key is set as the recovery key from Keys and put away; the passkey is
+    lost; on another browser, /recover registers a new passkey and the recovery key signs the
+    human.recover, with no login. The lost key's session ends, the new passkey logs in, and the
+    recovery key, spent, signs nothing more."""
+    worker, console = stack
+    page, key = new_page()
+    bootstrap(page, console, "alice", "demo")
+    main = key.credentials()[0]
+    page.goto(console.url + "/keys")
+    result = done(page, "#recovery-passkey")
+    assert re.search(r"set the recovery key of alice in demo \(fingerprint [^)]+\): allow \(seq \d+\)", result), result
+    expect(page.locator("tr[data-repo=demo]")).to_contain_text("a recovery key is set")  # the form reloads the page
+    # the recovery key goes into a drawer: off this authenticator
+    recovery = next(c for c in key.credentials() if c["credentialId"] != main["credentialId"])
+    key.cdp.send("WebAuthn.removeCredential", {"authenticatorId": key.id, "credentialId": recovery["credentialId"]})
+
+    # the passkey is lost; another browser, no login
+    other, other_key = new_page()
+    other.goto(console.url + "/login")
+    other.click("a[href='/recover']")
+    no_violations(other, console, "/recover", axe_source)
+    registered = done(other, "#recover-register", human="alice")
+    assert "now sign its recovery with your recovery key" in registered, registered
+    new = other_key.credentials()[0]
+    # the new passkey's device is put aside and the recovery key plugged in (the only one the
+    # browser can reach, as a human holding one key at a time)
+    other_key.cdp.send("WebAuthn.removeCredential", {"authenticatorId": other_key.id, "credentialId": new["credentialId"]})
+    other_key.cdp.send("WebAuthn.addCredential", {"authenticatorId": other_key.id, "credential": recovery})
+    result = done(other, "#recover-sign", repo="demo")
+    assert re.search(r"recover alice in demo with the new passkey \(fingerprint [^)]+\): allow \(seq \d+\); 1 session\(s\) "
+                     r"of the lost key ended\. The recovery key is spent", result), result
+    # spent: the same recovery key signs no second recovery
+    again = done(other, "#recover-sign", repo="demo")
+    assert again.startswith("register the new passkey first"), again  # one registration, one recovery
+    done(other, "#recover-register", human="alice")
+    for c in other_key.credentials():
+        if c["credentialId"] != recovery["credentialId"]:
+            other_key.cdp.send("WebAuthn.removeCredential", {"authenticatorId": other_key.id, "credentialId": c["credentialId"]})
+    refused = done(other, "#recover-sign", repo="demo")
+    assert refused.startswith("denied: not_enrolled: alice has no recovery key in demo"), refused
+
+    page.goto(console.url + "/keys")  # the lost key's session ended
+    expect(page).to_have_url(re.compile(r"/login"))
+    other_key.cdp.send("WebAuthn.removeCredential", {"authenticatorId": other_key.id, "credentialId": recovery["credentialId"]})
+    other_key.cdp.send("WebAuthn.addCredential", {"authenticatorId": other_key.id, "credential": new})
+    login(other, console, "alice")
+    other.wait_for_url(re.compile(r"/r/demo/review$"))
+    agent = agent_token(other, console)
+    recover = next(e["entry"] for e in last_entries(worker, agent, 4) if e["entry"]["op"]["op"] == "human.recover")
+    assert recover["actor"] == {"kind": "human", "name": "alice"}
+    assert base64url_to_bytes(credential(recover["op"]["key"]).credential_id) == base64.b64decode(new["credentialId"])
+    with worker.client() as c:
+        enrolled = c.call("status", {"lists": []}, token=agent)["humans"]["alice"]
+    assert {"alg": enrolled["alg"], "public": enrolled["public"]} == recover["op"]["key"] and enrolled["recovery"] is None
+    assert worker.cli("audit", "verify").returncode == 0
