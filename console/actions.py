@@ -72,8 +72,10 @@ async def register_begin(request: Request):
     # a key for the operation named: the session's own name's (a rotation's new key, a recovery
     # key), or, with no session, the new key a recovery key is to sign over
     purpose = body.get("purpose") or None
-    if purpose is not None and PURPOSES.get(purpose) != s.logged_in:
-        return problem(f"no registration for {str(purpose)[:40]!r} here" + ("" if s.logged_in else ": log in first"))
+    if purpose is not None and purpose not in PURPOSES:
+        return problem(f"no registration for {str(purpose)[:40]!r}")
+    if purpose is not None and PURPOSES[purpose] != s.logged_in:
+        return problem("log in first" if PURPOSES[purpose] else "log out first: a recovery is for a key that is lost")
     try:
         human = s.human if purpose and s.logged_in else _name(body.get("human"), "your name")
     except Refusal as e:
