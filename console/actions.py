@@ -517,11 +517,16 @@ def _rotated(request: Request, c, res: dict, elsewhere: list[str]) -> dict:
 
 
 def _recovered(s, c, res: dict) -> dict:
-    s.new_key = None  # one registration, one recovery
-    return {"ok": True, "seq": res["seq"], "outcome": res["decision"]["outcome"], "login": f"/login?human={c.human}",
-            "message": f"{c.summary}: {res['decision']['outcome']} (seq {res['seq']}); {res.get('sessions_ended', 0)} "
-                       "session(s) of the lost key ended. The recovery key is spent: log in with the new passkey and "
-                       "set a new one (Keys)."}
+    outcome = res["decision"]["outcome"]
+    out = {"ok": True, "seq": res["seq"], "outcome": outcome,
+           "message": f"{c.summary}: {outcome} (seq {res['seq']})" + (f" — {', '.join(res['decision']['reasons'])}"
+                                                                      if res["decision"]["reasons"] else "")}
+    if outcome == "allow":
+        s.new_key = None  # one registration, one recovery
+        out["login"] = f"/login?human={c.human}"
+        out["message"] += (f"; {res['sessions_ended']} session(s) of the lost key ended. The recovery key is spent: "
+                           "log in with the new passkey and set a new one (Keys).")
+    return out
 
 
 async def logout(request: Request):

@@ -93,7 +93,7 @@
                  "Make the agent's workspace (lonca on PATH, as the worker's user) and paste the token when it asks: ",
                  shown("join-command", done.join), copyButton("join-command", "Copy command"));
     }
-    if (done.login) {  // the key signed its own rotation: its sessions ended, this one too
+    if (done.login) {  // a rotation or a recovery: the old key's sessions ended, log in with the new one
       const a = document.createElement("a");
       a.href = done.login;
       a.textContent = "Log in with the new passkey";
