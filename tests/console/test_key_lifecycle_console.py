@@ -127,6 +127,45 @@ def test_rotate_my_key_and_set_a_recovery_key_from_the_keys_page(stack, new_page
     assert worker.cli("audit", "verify").returncode == 0
 
 
+def test_a_rotation_is_one_repository_and_the_old_key_still_signs_in_the_others(stack, new_page):
+    """alice's passkey is in demo and tools; she rotates it in demo: the console says tools still
+    takes the old key; logged in with it, she sees tools only and demo refuses it; rotated there
+    too, the old key logs in nowhere."""
+    worker, console = stack
+    page, key = new_page()
+    bootstrap(page, console, "alice", "demo")
+    old = key.credentials()[0]
+    page.goto(console.url + "/repos")
+    page.fill("#new-repo-name", "tools")
+    page.click("#new-repo button[type=submit]")
+    page.wait_for_url(re.compile(r"/r/tools/review$"))
+
+    page.goto(console.url + "/keys")
+    page.select_option("#rotate-repo", "demo")
+    result = done(page, "#rotate-key")
+    assert re.search(r"replace your key in demo with the new passkey .*: allow .* The old key still signs in tools: log in "
+                     r"with it and replace it there too\.", result), result
+    first = next(c for c in key.credentials() if c["credentialId"] != old["credentialId"])
+    key.cdp.send("WebAuthn.removeCredential", {"authenticatorId": key.id, "credentialId": first["credentialId"]})
+
+    login(page, console, "alice")  # the old key: enrolled in tools only now
+    page.wait_for_url(re.compile(r"/r/tools/review$"))
+    page.goto(console.url + "/keys")
+    expect(page.locator(".keys tbody tr")).to_have_count(1)
+    expect(page.locator(".keys tr[data-repo=tools]")).to_have_count(1)
+    refused = page.goto(console.url + "/r/demo/review")
+    assert refused.status == 403 and "forbidden: alice is not enrolled in demo with this key" in page.content()
+
+    page.goto(console.url + "/keys")
+    result = done(page, "#rotate-key")
+    assert "replace your key in tools with the new passkey" in result and ": allow" in result and "still signs" not in result, result
+    second = next(c for c in key.credentials() if c["credentialId"] not in (old["credentialId"], first["credentialId"]))
+    key.cdp.send("WebAuthn.removeCredential", {"authenticatorId": key.id, "credentialId": second["credentialId"]})
+    login(page, console, "alice")
+    expect(page.locator("#login [data-ceremony-result]")).to_contain_text("unauthenticated")
+    assert worker.cli("audit", "verify").returncode == 0
+
+
 def test_rotate_the_daemon_key_from_the_keys_page(stack, new_page):
     worker, console = stack
     page, _ = new_page()
