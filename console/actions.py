@@ -9,6 +9,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse
 
 from lonca import humansig, webauthn
+from lonca.audit import recovery_signed
 from lonca.humansig import fingerprint
 from lonca.client import Unreachable
 from lonca.harness import HARNESSES
@@ -20,6 +21,8 @@ from . import forge
 from .guard import HEADER, NotLoggedIn, Refusal, call, client_of, describe, guard, refuse, session_of
 
 NAME_RE = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+# what a passkey may be registered for besides an enrolment, and whether that needs a login
+PURPOSES = {"human.rotate": True, "human.recovery_key": True, "human.recover": False}
 
 
 def problem(message: str, status: int = 422) -> JSONResponse:
@@ -66,12 +69,20 @@ def _seq(value) -> int:
 async def register_begin(request: Request):
     s = await guard(request)
     body = await request.json()
+    # a key for the operation named: the session's own name's (a rotation's new key, a recovery
+    # key), or, with no session, the new key a recovery key is to sign over
+    purpose = body.get("purpose") or None
+    if purpose is not None and purpose not in PURPOSES:
+        return problem(f"no registration for {str(purpose)[:40]!r}")
+    if purpose is not None and PURPOSES[purpose] != s.logged_in:
+        return problem("log in first" if PURPOSES[purpose] else "log out first: a recovery is for a key that is lost")
     try:
-        human = _name(body.get("human"), "your name")
+        human = s.human if purpose and s.logged_in else _name(body.get("human"), "your name")
     except Refusal as e:
         return problem(str(e))
-    options, challenge = ceremonies.registration_options(request.app.state.settings, human)
-    s.registration = {"challenge": challenge, "human": human, "own": bool(body.get("own")) and s.logged_in}
+    options, challenge = ceremonies.registration_options(request.app.state.settings, human, own_user_id=bool(purpose))
+    s.registration = {"challenge": challenge, "human": human, "own": (bool(body.get("own")) or bool(purpose)) and s.logged_in,
+                      "purpose": purpose}
     return JSONResponse({"ok": True, "options": options})
 
 
@@ -87,11 +98,18 @@ async def register_finish(request: Request):
                                              settings.rp_id, settings.origin, require_uv=False)
     except Exception as e:
         return problem(f"the key was not registered: {e}")
+    if pending["purpose"] == "human.recover":
+        s.new_key = {"human": pending["human"], "key": key, "purpose": pending["purpose"]}
+        return JSONResponse({"ok": True, "message": f"New passkey registered for {pending['human']} (fingerprint "
+                                                    f"{fingerprint(key)}); now sign its recovery with your recovery key (2.)."})
     if s.logged_in and pending.get("own"):
         # a further passkey of the human logged in here, enrolled next by their own signed
         # human.enroll (the "enrol-own" step of static/webauthn.js), not a request others see
-        s.new_key = {"human": pending["human"], "key": key}
-        return JSONResponse({"ok": True, "next": "enrol-own", "message": f"Passkey registered for {pending['human']}; now sign its enrolment."})
+        s.new_key = {"human": pending["human"], "key": key, "purpose": pending["purpose"]}
+        then = {"human.rotate": "now sign the rotation", "human.recovery_key": "now sign it as your recovery key"}.get(
+            pending["purpose"], "now sign its enrolment")
+        return JSONResponse({"ok": True, "next": "enrol-own", "message": f"Passkey registered for {pending['human']}; "
+                                                                         f"{then} with the key you are logged in with."})
     try:
         bootstrap = not await serves_repositories(request)
     except Unreachable as e:
@@ -256,7 +274,7 @@ async def _op_enroll(body, request, repo):
     prints it, or a passkey just registered in this browser), or a waiting enrolment request."""
     s = session_of(request)
     if body.get("own"):
-        if not s.new_key:
+        if not s.new_key or s.new_key.get("purpose"):
             raise Refusal("register the passkey first (it was not, or this page is old)")
         human, key = s.new_key["human"], s.new_key["key"]
         return {"op": "human.enroll", "human": human, "key": key}, f"enrol your passkey as {human} in {repo} (key {fingerprint(key)})"
@@ -277,6 +295,70 @@ async def _op_revoke(body, request, repo):
     human = _name(body.get("human"), "the human whose key to revoke")
     op = {"op": "human.revoke", "human": human, "reason": _text(body.get("reason"), "why you revoke the key")}
     return op, f"revoke the key of {human} in {repo}: {op['reason']}"
+
+
+async def _op_rotate(body, request, repo):
+    """human.rotate: the passkey just registered in this browser replaces the key of this
+    session in one repository, signed by the old key; the worker ends every session of the old
+    key, this one included (seed, human.login)."""
+    s = session_of(request)
+    new = s.new_key
+    if not new or new.get("purpose") != "human.rotate":
+        raise Refusal("register the new passkey first (it was not, or this page is old)")
+    return ({"op": "human.rotate", "human": s.human, "key": new["key"]},
+            f"replace your key in {repo} with the new passkey (fingerprint {fingerprint(new['key'])})")
+
+
+async def _op_recovery_key(body, request, repo):
+    """human.recovery_key: a security key just registered in this browser (kept offline, it
+    signs a recovery on /recover), or the public part of a file key made where the console never
+    sees it (`lonca human key`; it signs `lonca human recover`). Either way the private key is in
+    the device or the file only: nothing secret is made on this server."""
+    s = session_of(request)
+    if "public" in body:
+        key = humansig.file_key_from_text(str(body.get("public") or ""))
+        if key is None:
+            raise Refusal("paste the line `lonca human key` printed: ed25519: and 64 hex digits")
+    elif s.new_key and s.new_key.get("purpose") == "human.recovery_key":
+        key = s.new_key["key"]
+    else:
+        raise Refusal("register the recovery key first (it was not, or this page is old)")
+    return ({"op": "human.recovery_key", "human": s.human, "key": key},
+            f"set the recovery key of {s.human} in {repo} (fingerprint {fingerprint(key)})")
+
+
+async def _op_daemon_rotate(body, request, repo):
+    """daemon.rotate to the next key daemon.prepare_rotate makes (or keeps, until every
+    repository moved); the worker refuses a repository on that key already."""
+    key = (await call(request, "daemon.prepare_rotate"))["key"]
+    return {"op": "daemon.rotate", "key": key}, f"move the log of {repo} to the worker's next daemon key {key[:16]}…"
+
+
+async def _op_daemon_recover(body, request, repo):
+    """daemon.recover of a restored (foreign) log, to the daemon key this worker signs with."""
+    key = (await request.app.state.pool.call("ping"))["daemon_key"]
+    return ({"op": "daemon.recover", "key": key},
+            f"adopt the restored log of {repo} with this worker's daemon key {key[:16]}…")
+
+
+async def _begin_recover(request, s, body):
+    """With no session: the passkey just registered in this browser becomes the name's key,
+    signed by the name's recovery key (human.recover), which the browser asks for among the
+    keys it can reach. For a restored repository that waits for daemon.recover, the same
+    signature adopts its log too (daemon.recover with recover, log format 27)."""
+    new = s.new_key
+    if not new or new.get("purpose") != "human.recover":
+        raise Refusal("register the new passkey first (1.)")
+    repo, human = _name(body.get("repo"), "the repository"), new["human"]
+    op: dict = {"op": "human.recover", "human": human, "key": new["key"]}
+    summary = f"recover {human} in {repo} with the new passkey (fingerprint {fingerprint(new['key'])})"
+    if body.get("daemon"):
+        key = (await request.app.state.pool.call("ping"))["daemon_key"]
+        op = {"op": "daemon.recover", "key": key, "recover": {"human": human, "key": new["key"]}}
+        summary = f"adopt the restored log of {repo} with this worker's daemon key {key[:16]}… and {summary}"
+    # the profile is not readable without a session: user verification as the key prefers (the
+    # worker requires it of a hardened repository's signatures, and says so)
+    return ceremonies.for_op(op["op"], repo, human, op, summary), False, None
 
 
 async def _op_policy(body, request, repo):
@@ -315,7 +397,9 @@ OPS = {"change.propose": _op_change, "policy.update": _op_policy, "approve": _op
        "freeze": _op_freeze, "unfreeze": _op_freeze, "redact": _op_redact, "session.start": _op_session, "cap.revoke": _op_end_session,
        "priority": _op_priority,
        "human.enroll": _op_enroll,
-       "human.revoke": _op_revoke, "import.external": forge.op_import, "bridge.push": forge.op_push}
+       "human.revoke": _op_revoke, "human.rotate": _op_rotate, "human.recovery_key": _op_recovery_key,
+       "daemon.rotate": _op_daemon_rotate, "daemon.recover": _op_daemon_recover,
+       "import.external": forge.op_import, "bridge.push": forge.op_push}
 STEP_UP = ("repo.backup", "repo.restore")  # no operation of the log: signed as a login of their own (console/forge.py)
 
 
@@ -328,6 +412,8 @@ async def ceremony_begin(request: Request):
             c, uv, credential_id = await _begin_login(request, s, body)
         elif kind == "repo.init":
             c, uv, credential_id = await _begin_init(request, s, body)
+        elif kind == "human.recover":
+            c, uv, credential_id = await _begin_recover(request, s, body)
         elif kind in OPS:
             if not s.logged_in:
                 return problem("log in first", 401)
@@ -368,6 +454,7 @@ async def ceremony_finish(request: Request):
     except ValueError as e:
         return problem(str(e))
     pool = request.app.state.pool
+    elsewhere: list[str] = []
     try:
         if c.kind == "login":
             res = await pool.call("human.login", {"sig": sig, "ttl_ms": c.ttl_ms})
@@ -385,9 +472,15 @@ async def ceremony_finish(request: Request):
                                  "redirect": f"/login?human={c.human}"})
         if c.kind in STEP_UP:
             return JSONResponse({"ok": True, **await forge.run_step_up(request, c, sig)})
+        if recovery_signed(c.op):  # the recovery key's signature is the credential: no token
+            return JSONResponse(_recovered(s, c, await pool.call("human.submit", {"op": c.op, "sig": sig}, repo=c.repo)))
+        if c.kind == "human.rotate":  # asked while the old key's session still reads
+            elsewhere = [r for r in await call(request, "repo.list") if r != c.repo]
         res = await call(request, "human.submit", {"op": c.op, "sig": sig}, repo=c.repo)
     except (NotLoggedIn, LoncaError, Unreachable) as e:
         return worker_problem(e)
+    if c.kind == "human.rotate" and res["decision"]["outcome"] == "allow":
+        return JSONResponse(_rotated(request, c, res, elsewhere))
     if c.kind == "human.enroll" and s.new_key and s.new_key["key"] == c.op["key"]:
         s.new_key = None    # one passkey, one enrolment: another repository takes another registration
     if c.kind == "human.enroll" and res["decision"]["outcome"] == "allow":
@@ -407,6 +500,33 @@ async def ceremony_finish(request: Request):
         # where it goes: `session join` reads it from stdin (never a command line) into the workspace
         out["join"] = f"lonca session join --dir {c.repo}-{c.op['session']}"
     return JSONResponse(out)
+
+
+def _rotated(request: Request, c, res: dict, elsewhere: list[str]) -> dict:
+    """The worker ended every session of the old key, this browser's with them: the browser
+    session ends too, and the human logs in with the new passkey."""
+    s = session_of(request)
+    s.new_key = None
+    request.app.state.sessions.end(s)
+    still = (f" The old key still signs in {', '.join(elsewhere)}: log in with it and replace it there too."
+             if elsewhere else "")
+    return {"ok": True, "seq": res["seq"], "outcome": res["decision"]["outcome"], "csrf": s.csrf,
+            "login": f"/login?human={c.human}",
+            "message": f"{c.summary}: {res['decision']['outcome']} (seq {res['seq']}); {res['sessions_ended']} "
+                       f"session(s) of the old key ended, this one too: log in with the new passkey.{still}"}
+
+
+def _recovered(s, c, res: dict) -> dict:
+    outcome = res["decision"]["outcome"]
+    out = {"ok": True, "seq": res["seq"], "outcome": outcome,
+           "message": f"{c.summary}: {outcome} (seq {res['seq']})" + (f" — {', '.join(res['decision']['reasons'])}"
+                                                                      if res["decision"]["reasons"] else "")}
+    if outcome == "allow":
+        s.new_key = None  # one registration, one recovery
+        out["login"] = f"/login?human={c.human}"
+        out["message"] += (f"; {res['sessions_ended']} session(s) of the lost key ended. The recovery key is spent: "
+                           "log in with the new passkey and set a new one (Keys).")
+    return out
 
 
 async def logout(request: Request):

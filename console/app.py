@@ -75,6 +75,7 @@ def create_app(settings: Settings) -> Starlette:
         Route("/favicon.ico", favicon),
         Route("/enrol", pages.enrol),
         Route("/login", pages.login),
+        Route("/recover", pages.recover),
         Route("/repos", pages.repos),
         Route("/keys", pages.keys),
         Route("/security", pages.security),

@@ -17,12 +17,16 @@ from .settings import Settings
 TIMEOUT_MS = 120_000
 
 
-def registration_options(settings: Settings, human: str) -> tuple[dict, bytes]:
+def registration_options(settings: Settings, human: str, own_user_id: bool = False) -> tuple[dict, bytes]:
     """Options for navigator.credentials.create, and the challenge to check the answer against.
-    A discoverable credential, so logging in needs no list of credential ids."""
+    A discoverable credential, so logging in needs no list of credential ids. A key registered
+    beside another of the same name (a rotation's new key, a recovery key, a recovery's new key)
+    gets a user id of its own: an authenticator overwrites its credential of the same user id,
+    and the other key must still sign."""
     challenge = secrets.token_bytes(32)
+    user_id = human.encode() + (b"/" + secrets.token_bytes(8) if own_user_id else b"")
     options = generate_registration_options(
-        rp_id=settings.rp_id, rp_name="Lonca", user_name=human, user_id=human.encode(),
+        rp_id=settings.rp_id, rp_name="Lonca", user_name=human, user_id=user_id,
         challenge=challenge, timeout=TIMEOUT_MS,
         authenticator_selection=AuthenticatorSelectionCriteria(
             resident_key=ResidentKeyRequirement.REQUIRED, user_verification=UserVerificationRequirement.PREFERRED),

@@ -68,6 +68,7 @@ async def run_step_up(request: Request, c: Ceremony, sig: dict) -> dict:
         assert c.op is not None
         out = await pool.call("repo.restore", c.op, token=res["token"])
         return {"message": f"{c.summary}: restored, log verified up to seq {out['seq']}"
-                           + (" (on another daemon key: it waits for daemon.recover)" if out["foreign"] else "")}
+                           + (" (on another daemon key: it waits for daemon.recover; adopt it on Repositories)"
+                              if out["foreign"] else "")}
     finally:
         await pool.call("human.logout", token=res["token"])

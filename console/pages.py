@@ -71,6 +71,10 @@ async def enrol(request: Request) -> Response:
     return render(request, "enrol.html", {})
 
 
+async def recover(request: Request) -> Response:
+    return render(request, "recover.html", {"name": request.query_params.get("human", "")})
+
+
 async def login(request: Request) -> Response:
     return render(request, "login.html", {"name": request.query_params.get("human", "")})
 
@@ -83,7 +87,11 @@ async def repos(request: Request) -> Response:
     cedars = await asyncio.gather(*(_policy_text(request, n, st["policy"], "policy.cedar") for n, st in zip(names, states)))
     if names and session_of(request).last_repo not in names:
         session_of(request).last_repo = names[0]
+    # restored logs on another daemon key: whoami lists them, repo.list does not (seed)
+    foreign = [r for r in (await call(request, "whoami"))["repos"] if r not in names]
+    foreign_states = await asyncio.gather(*(call(request, "status", HEADER, repo=r) for r in foreign))
     return render(request, "repos.html", {"repos": list(zip(names, states)), "policies": dict(zip(names, policies)),
+                                          "foreign": list(zip(foreign, foreign_states)),
                                           "cedars": dict(zip(names, cedars)),
                                           "requests": request.app.state.enrolments.all(),
                                           "namesakes": request.app.state.enrolments.namesakes()}, "_repos.html")
@@ -95,7 +103,8 @@ async def keys(request: Request) -> Response:
     states = await asyncio.gather(*(call(request, "status", HEADER, repo=n) for n in names))
     if names and session_of(request).last_repo not in names:
         session_of(request).last_repo = names[0]
-    return render(request, "keys.html", {"repos": list(zip(names, states)),
+    pong = await request.app.state.pool.call("ping")
+    return render(request, "keys.html", {"repos": list(zip(names, states)), "pong": pong,
                                          "hardened": any(st["profile"] == "hardened" for st in states)})
 
 

@@ -93,6 +93,12 @@
                  "Make the agent's workspace (lonca on PATH, as the worker's user) and paste the token when it asks: ",
                  shown("join-command", done.join), copyButton("join-command", "Copy command"));
     }
+    if (done.login) {  // a rotation or a recovery: the old key's sessions ended, log in with the new one
+      const a = document.createElement("a");
+      a.href = done.login;
+      a.textContent = "Log in with the new passkey";
+      form.querySelector("[data-ceremony-result]").append(" ", a);
+    }
     if (done.redirect) window.location.assign(done.redirect);
     else if (form.hasAttribute("data-reload")) setTimeout(() => window.location.reload(), 800);
   }
