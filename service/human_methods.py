@@ -191,8 +191,10 @@ def policy_denied(draft: Draft, reasons: list[str]) -> Draft:
     rows, the after-commit work) and no agent token in its answer (a denied session.start
     answers as one denied for its continuation does)."""
     def result(entry: dict) -> dict:
-        out = draft.result(entry) if draft.result else {}
-        return {k: v for k, v in out.items() if k != "token"}
+        out = {k: v for k, v in (draft.result(entry) if draft.result else {}).items() if k != "token"}
+        if "sessions_ended" in out:  # the allowing's count or list; the rows that would end them were dropped
+            out["sessions_ended"] = type(out["sessions_ended"])()
+        return out
     return Draft(actor=draft.actor, op=draft.op, decision=deny(*reasons), human=draft.human, facts=draft.facts,
                  symbols_engine=draft.symbols_engine, result=result)
 

@@ -248,3 +248,16 @@ def test_a_comment_is_asked_on_its_own_file(env):
     on = {"op": "comment", "target_seq": seq, "line": None, "symbol": None, "text": "why?", "request_changes": False}
     assert env.submit({**on, "path": "app.py"})["decision"]["outcome"] == "allow"
     assert env.submit({**on, "path": "lib/util.py"})["decision"]["reasons"] == ["policy_forbid:quiet-lib"]
+
+
+
+def test_a_denied_revocation_ends_no_session_and_says_so(env):
+    """A deny keeps none of what the allowing would have done: the agent's token still works, and
+    the answer names no ended session."""
+    set_policy(env, 'permit(principal, action, resource);\n@id("tokens-stay")\n'
+                    'forbid(principal, action == Lonca::Action::"cap.revoke", resource);\n')
+    agent = env.agent("a")
+    out = env.submit({"op": "cap.revoke", "session": agent["session"], "reason": "leaked?"})
+    assert out["decision"] == {"outcome": "deny", "reasons": ["policy_forbid:tokens-stay"]}
+    assert out["sessions_ended"] == [], out
+    assert env.client.call("status", token=agent["token"])["repo"] == "demo"
