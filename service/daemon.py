@@ -46,7 +46,7 @@ from .supervision import WorkerStops, supervise
 
 log = logging.getLogger("lonca.daemon")
 REPLAY_PAGE = 5000
-STOP_S = 10.0
+STOP_S = 10.0  # a graceful stop is bounded: what is still running after this is abandoned
 SWITCH_S = 0.001  # the GIL switch interval the worker runs with (serve says why)
 SWEEP_TURN = 256  # tokens the sweep looks at between turns of the loop
 
