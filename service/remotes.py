@@ -21,6 +21,7 @@ from lonca.protocol import LoncaError
 from lonca.queue.checks import run_check
 
 from .config import Config
+from . import gitstore
 from .gitstore import TRUNK_REF
 
 REMOTE_RE = re.compile(r"^(https://|ssh://|[^/@\s:]+@[^:\s/]+:)")
@@ -170,7 +171,7 @@ def default_branch(store: Path, remote: str) -> str:
 def import_store(path: Path, source: str, branch: str | None, from_copy: bool = False) -> tuple[str, str]:
     """A new bare store at `path` whose trunk is `branch` (default: the source's default branch)
     of `source`: (trunk, the branch fetched). Nothing is left at `path` when it fails."""
-    pygit2.init_repository(str(path), bare=True)
+    gitstore.init_store(path)
     try:
         branch = branch or ("main" if from_copy else default_branch(path, source))
         commit = fetch(path, source, branch, from_copy)
