@@ -543,7 +543,8 @@ def doctor_checks(name: str) -> tuple[str | None, list[dict]]:
             checks[0] = _check("mode", "warn", f"{mode_check['detail']}; but the daemon says it is {said} (ping.hardened): "
                                                "it read another install file", "start the daemon with the same LONCA_DAEMON_TOML as its clients")
     except Unreachable as e:
-        checks.append(_check("socket", "fail", str(e), "start the daemon: `lonca daemon` (or `make run`)"))
+        checks.append(_check("socket", "fail", str(e), "mend the install file first (Mode)" if mode_check["level"] == "fail"
+                             else "start the daemon: `lonca daemon` (or `make run`)"))
         checks.append(_check("daemon", "fail", "not reachable", "start the daemon, then run doctor again"))
         client = None
     git = shutil.which("git")

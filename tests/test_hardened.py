@@ -129,3 +129,5 @@ def test_an_install_file_not_to_be_trusted_makes_no_hardened_daemon(make_worker,
     assert check["detail"].startswith("not hardened: ")
     assert why.format(path=path, folder=install_dir, sock=w.socket) in check["detail"], check["detail"]
     assert check["hint"]
+    socket = next(c for c in report["checks"] if c["name"] == "socket")  # no client trusts it either
+    assert socket["level"] == "fail" and socket["hint"] == "mend the install file first (Mode)"
