@@ -9,12 +9,12 @@ import time
 from pathlib import Path
 from typing import Callable, Iterator
 
-from lonca import humankeys, humansig, paths, security_key, sshsig
+from lonca import humankeys, humansig, install, paths, security_key, sshsig
 from lonca import workspace as wsp
 from lonca.audit import landing_problems, read_witnesses, verify_entries, witness_problem
 from lonca.database_errors import database_problem
 from lonca.canonical import canonical
-from lonca.client import DAEMON_TOML, Client, Unreachable, checked_ping
+from lonca.client import Client, Unreachable, checked_ping
 from lonca.output import OK, REFUSED, Usage, command, decision_exit, emit_json, paint
 from lonca.protocol import LOGIN_TTL_DEFAULT_MS, LoncaError, actor_label, now_ms
 
@@ -111,6 +111,7 @@ def cmd_daemon(args) -> int:
         print(f"lonca daemon: listening on {cfg.socket}", flush=True)
         print(f"  home {cfg.home}; database {daemon.engine.url.render_as_string(hide_password=True)}", flush=True)
         print(f"  daemon key {daemon.keys.public}; {len(daemon.state.repos)} repositories", flush=True)
+        print(f"  mode {cfg.mode}", flush=True)
 
     try:
         asyncio.run(serve(cfg, ready))
@@ -506,20 +507,44 @@ def _check(name, level, detail, hint=None) -> dict:
     return {"name": name, "level": level, "detail": detail, "hint": hint}
 
 
+def _mode_check(sock: Path) -> tuple[str | None, dict]:
+    """(mode, its check) from the install file as clients read it (lonca/install.py), and the
+    owner of the socket: a file that is not to be trusted, or that names a uid the daemon does not
+    run as, makes no hardened install, and says why."""
+    found = install.read()
+    if found.problem:
+        return None, _check("mode", "fail", f"not hardened: {found.problem}, and no client trusts the daemon", found.hint)
+    if found.daemon_uid is None:
+        return "cooperative", _check("mode", "pass", f"cooperative: the daemon runs as your user (no {found.path})")
+    try:
+        owner: int | None = os.lstat(sock).st_uid
+    except OSError:
+        owner = None    # the socket check below says so
+    if owner is not None and owner != found.daemon_uid:
+        return None, _check("mode", "fail", f"not hardened: {found.path} names uid {found.daemon_uid} as the daemon's, but "
+                                            f"{sock} belongs to uid {owner}: that daemon is not the install's, and no client trusts it",
+                            f"start the daemon as uid {found.daemon_uid}, or (as root) name the daemon's uid in {found.path}")
+    return "hardened", _check("mode", "pass", f"hardened: {found.path} names uid {found.daemon_uid} as the daemon's")
+
+
 def doctor_checks(name: str) -> tuple[str | None, list[dict]]:
-    checks = []
     sock = paths.socket_path()
-    mode = "hardened" if DAEMON_TOML.exists() else "cooperative"
-    checks.append(_check("mode", "pass", f"hardened: {DAEMON_TOML} names the daemon" if mode == "hardened"
-                         else f"cooperative: the daemon runs as your user (no {DAEMON_TOML})"))
+    mode, mode_check = _mode_check(sock)
+    checks = [mode_check]
     client = Client(timeout=10)
     try:
         client.connect()
         checks.append(_check("socket", "pass", f"{sock} is a socket of the daemon's user"))
         pong = checked_ping(client)
         checks.append(_check("daemon", "pass", f"lonca {pong['version']}, protocol {pong['protocol']}"))
+        if pong.get("hardened") != (mode == "hardened"):  # the daemon read another file (LONCA_DAEMON_TOML)
+            said = "hardened" if pong.get("hardened") else "not hardened"
+            mode = "hardened" if pong.get("hardened") else "cooperative"
+            checks[0] = _check("mode", "warn", f"{mode_check['detail']}; but the daemon says it is {said} (ping.hardened): "
+                                               "it read another install file", "start the daemon with the same LONCA_DAEMON_TOML as its clients")
     except Unreachable as e:
-        checks.append(_check("socket", "fail", str(e), "start the daemon: `lonca daemon` (or `make run`)"))
+        checks.append(_check("socket", "fail", str(e), "mend the install file first (Mode)" if mode_check["level"] == "fail"
+                             else "start the daemon: `lonca daemon` (or `make run`)"))
         checks.append(_check("daemon", "fail", "not reachable", "start the daemon, then run doctor again"))
         client = None
     git = shutil.which("git")

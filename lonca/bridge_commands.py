@@ -14,7 +14,7 @@ from lonca.output import OK, command, decision_exit, emit_json, paint
 def register(sub) -> None:
     i = command(sub, "import", "bring a branch of a remote onto trunk (fast-forward only), signed", cmd_import, repo=True)
     i.add_argument("remote", help="an absolute path, https://, ssh:// or user@host:path")
-    i.add_argument("--branch", help="the branch to import (default: the one the remote's HEAD names)")
+    i.add_argument("--branch", help="the branch to import (default: main, where `lonca push` pushes)")
     p = command(sub, "push", "push trunk to a remote's main, signed (the entry is logged first)", cmd_push, repo=True)
     p.add_argument("remote", help="an absolute path, https://, ssh:// or user@host:path")
     command(sub, "backup", "write a Git bundle of a repository, its log included", cmd_backup, repo=True)

@@ -18,13 +18,11 @@ import stat
 import struct
 import subprocess
 import time
-import tomllib
 from pathlib import Path
 
-from lonca import paths
+from lonca import install, paths
 from lonca.protocol import PROTOCOL, LoncaError
 
-DAEMON_TOML = Path("/etc/lonca/daemon.toml")
 RETRY_S = 2.0   # how long a refusal the seed calls "send it again" is retried
 CONNECT_AGAIN = (errno.EAGAIN, errno.ECONNREFUSED)  # a full listen backlog; a daemon not listening yet
 
@@ -33,18 +31,15 @@ class Unreachable(Exception):
     """The daemon cannot be reached, is not who it should be, or does not speak the protocol."""
 
 
-def expected_uid(config: Path = DAEMON_TOML) -> tuple[int, bool]:
-    """(uid the daemon must run as, whether a daemon.toml named it)."""
-    try:
-        st = config.stat()
-    except FileNotFoundError:
+def expected_uid() -> tuple[int, bool]:
+    """(uid the daemon must run as, whether a daemon.toml named it); Unreachable when the file
+    is there but not to be trusted (lonca/install.py)."""
+    found = install.read()
+    if found.problem:
+        raise Unreachable(found.problem)
+    if found.daemon_uid is None:
         return os.getuid(), False
-    if st.st_uid != 0 or st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        raise Unreachable(f"{config} is not root-owned or is writable by others; refusing to trust it")
-    try:
-        return int(tomllib.loads(config.read_text())["daemon_uid"]), True
-    except (KeyError, ValueError, tomllib.TOMLDecodeError) as e:
-        raise Unreachable(f"{config} names no daemon_uid ({e})") from None
+    return found.daemon_uid, True
 
 
 def verify_socket(path: Path, uid: int, from_file: bool) -> None:

@@ -28,7 +28,7 @@ from lonca.audit import verify_entries, write_witness
 from lonca.canonical import canonical
 from lonca.protocol import LoncaError
 
-from . import remotes
+from . import gitstore, remotes
 from .methods import Call, method
 from .read_methods import on_store
 from .state import State
@@ -158,7 +158,7 @@ async def restore(call: Call) -> dict:
     staging.parent.mkdir(parents=True, exist_ok=True)
 
     def fetch() -> list[tuple[str, str, str]]:
-        pygit2.init_repository(str(staging), bare=True)
+        gitstore.init_store(staging)
         remotes.fetch_every_ref(staging, source, from_copy)
         return _read_log(staging)
     try:

@@ -22,7 +22,9 @@ from .reducers import changed_symbols
 from .state import RepoState
 from .store import PreparedRow
 
-PUSH_BRANCH = "main"  # trunk's name in the store (gitstore.TRUNK_REF), and on the remote
+# trunk's name in the store (gitstore.TRUNK_REF) and on the remote: a push goes to it, and an
+# import that names no branch comes from it (seed 001: import_from fetches "branch (default main)")
+PUSH_BRANCH = "main"
 POLICY_REF = "refs/lonca/policy"
 
 
@@ -39,10 +41,16 @@ def _fast_forward(store: pygit2.Repository, trunk: str, commit: str) -> None:
 @method("human.prepare_import", "human")
 async def prepare_import(call: Call) -> dict:
     d, rs = call.ctx, call.repo_state()
-    remote, branch = call.params["remote"], call.params.get("branch")
+    remote, branch = call.params["remote"], call.params.get("branch") or PUSH_BRANCH
     from_copy = remotes.check_remote(d.config, remote)
     trunk = rs.trunk  # read on the loop: the threads read no live state
-    commit = await asyncio.to_thread(remotes.fetch, d.config.store_path(rs.name), remote, branch, from_copy)
+    try:
+        commit = await asyncio.to_thread(remotes.fetch, d.config.store_path(rs.name), remote, branch, from_copy)
+    except LoncaError as e:
+        if e.code != "git" or call.params.get("branch"):
+            raise
+        raise LoncaError("git", f"{e.message} (no branch was named, so {PUSH_BRANCH}, where a push goes: name the "
+                                "branch to import, `lonca import --branch B`)") from None
     await on_store(call, _fast_forward, trunk, commit)
     op = {"op": "import.external", "remote": remote, "commit": commit, "trunk_before": trunk}
     await d.db_write([PreparedRow(op_hash=content_hash(op), kind="import.external", created_ms=d.now_ms())])

@@ -4,7 +4,7 @@ import os
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
-from lonca import paths
+from lonca import install, paths
 from lonca.protocol import BIG_LINE_MAX, LINE_MAX
 
 
@@ -43,6 +43,10 @@ class Config:
     local_roots: tuple[Path, ...] = ()
     # ... and a Git bundle directly in this folder is read from a copy (--import-dir, LONCA_IMPORT_DIR)
     import_dir: Path | None = None
+    # seed 001, ping.hardened: this is the daemon of a hardened install (its uid named in the
+    # root-owned daemon.toml, lonca/install.py), read once at start; `mode` says why or why not
+    hardened: bool = False
+    mode: str = "cooperative"
 
     @property
     def repos_dir(self) -> Path:
@@ -77,6 +81,7 @@ def _env_override(limits: Limits) -> Limits:
 
 def from_env() -> Config:
     uids = frozenset(int(u) for u in os.environ.get("LONCA_ALLOWED_UIDS", "").split(",") if u.strip())
+    hardened, mode = install.daemon_mode(os.getuid(), install.read())
     return Config(
         home=paths.lonca_home(),
         socket=paths.socket_path(),
@@ -87,4 +92,5 @@ def from_env() -> Config:
         clock_offset_ms=int(os.environ.get("LONCA_CLOCK_OFFSET_MS", "0")),
         local_roots=tuple(Path(r) for r in os.environ.get("LONCA_LOCAL_ROOT", "").split(os.pathsep) if r),
         import_dir=Path(os.environ["LONCA_IMPORT_DIR"]) if os.environ.get("LONCA_IMPORT_DIR") else None,
+        hardened=hardened, mode=mode,
     )

@@ -238,7 +238,8 @@ class Daemon:
     def _check_store(self, repo: str, state: State, started: float | None) -> None:
         """The store exists, and trunk's ref names what the last integration logged: a crash
         between the entry and the ref is repaired from the log, the truth. At start, a lock of
-        the ref older than the worker that no process holds is a leftover of a kill: removed."""
+        the ref older than the worker that no process holds is a leftover of a kill: removed, and
+        the HEAD of a store made before gitstore.init_store named trunk is pointed at trunk."""
         path = self.config.store_path(repo)
         if not path.exists():
             raise LoncaError("integrity", f"the git store of {repo} is missing at {path}")
@@ -246,6 +247,8 @@ class Daemon:
             raise LoncaError("git", f"trunk's ref of {repo} is locked by a running process ({gitstore.trunk_lock(path)}); "
                                     "let it finish (or stop it) and start the worker again")
         store = gitstore.open_store(path)
+        if started is not None and gitstore.head_to_trunk(store):
+            log.info("%s: the store's HEAD names trunk (%s) now, so a clone of it checks trunk out", repo, gitstore.TRUNK_REF)
         want = state.repos[repo].trunk
         found = gitstore.trunk(store)
         if found != want and found not in state.repos[repo].trunks:

@@ -45,9 +45,24 @@ def mode_name(filemode: int) -> str:
     return _MODES.get(filemode, "regular")
 
 
+def init_store(path: Path) -> pygit2.Repository:
+    """A new bare store whose HEAD names trunk: `git clone <store>` checks trunk out. (git's own
+    default, `master` or init.defaultBranch, names a branch a store never has.)"""
+    return pygit2.init_repository(str(path), bare=True, initial_head=TRUNK_REF)
+
+
+def head_to_trunk(repo: pygit2.Repository) -> bool:
+    """HEAD names trunk's ref again in a store made before init_store did so; True when it moved."""
+    head = repo.references.get("HEAD")
+    if head is not None and head.type == pygit2.enums.ReferenceType.SYMBOLIC and head.target == TRUNK_REF:
+        return False
+    repo.set_head(TRUNK_REF)
+    return True
+
+
 def create_empty(path: Path, now_ms: int) -> str:
     """A bare store whose trunk is one commit of the empty tree."""
-    repo = pygit2.init_repository(str(path), bare=True)
+    repo = init_store(path)
     tree = repo.TreeBuilder().write()
     sig = pygit2.Signature(*DAEMON_SIG, now_ms // 1000, 0)
     oid = repo.create_commit(TRUNK_REF, sig, sig, "Lonca: empty trunk\n", tree, [])

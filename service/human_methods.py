@@ -44,12 +44,15 @@ async def prepare_init(call: Call) -> dict:
     d = call.ctx
     name, human, key = p["repo"], p["human"], check_key(p["human_key"])
     source, branch = p.get("import_from"), p.get("branch")
-    profile = p.get("profile") or "cooperative"
+    # seed 001: "default: hardened on a hardened daemon, else cooperative"
+    profile = p.get("profile") or ("hardened" if d.config.hardened else "cooperative")
     without_presence = p.get("without_presence", False)
     if without_presence and profile != "hardened":
         raise LoncaError("invalid", "without_presence goes with the hardened profile only")
-    if profile == "hardened" and key["alg"] == "ed25519" and not without_presence:
-        raise LoncaError("invalid", "presence_required: the hardened profile needs a key that proves presence (or without_presence)")
+    if profile == "hardened" and not presence.proves_presence(key) and not without_presence:
+        chosen = "asked for" if p.get("profile") else "this hardened daemon's default"
+        raise LoncaError("invalid", f"presence_required: the hardened profile ({chosen}) needs a key that proves presence "
+                                    "(a passkey or security key); or ask for without_presence, or the cooperative profile")
     if d.state.repo(name):
         raise LoncaError("conflict", f"the repository {name} exists")
     staging = d.config.repos_dir / ".staging" / secrets.token_hex(8)

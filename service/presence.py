@@ -33,6 +33,15 @@ def proves_presence(key: dict) -> bool:
     return key["alg"] != "ed25519"
 
 
+def below_hardened(rs: "RepoState") -> list[str]:
+    """status.below_hardened on a hardened daemon (seed 001): what leaves this repository below
+    the hardened profile. profile:cooperative (a file key may approve, a passkey need not verify
+    its user), then file_key:<human> for each human whose key proves no presence (a hardened
+    repository made without_presence, until that human moves to a passkey or security key)."""
+    out = [] if rs.profile == "hardened" else ["profile:cooperative"]
+    return out + [f"file_key:{name}" for name, key in sorted(rs.humans.items()) if not proves_presence(key)]
+
+
 def required(rs: "RepoState", signer_key: dict, op: dict) -> str | None:
     """Why this signed write needs a key that proves presence and the signer's does not, or None.
     [review] presence_required, always on a hardened repository (docs/decisions.md, "An agent

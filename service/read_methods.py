@@ -8,7 +8,7 @@ import pygit2
 import lonca
 from lonca.protocol import PROTOCOL, STATUS_LISTS, LoncaError, actor_label
 
-from . import gitstore
+from . import gitstore, presence
 from .cedar_policy import problem as cedar_problem
 from .methods import Call, method
 from .store import read_log_text
@@ -22,7 +22,7 @@ T = TypeVar("T")
 async def ping(call: Call) -> dict:
     d = call.ctx
     return {"version": lonca.__version__, "protocol": PROTOCOL, "daemon_key": d.keys.public, "next_key": d.keys.next_public,
-            "proxy": None, "hardened": False, "refused": {**d.refused, "rate_limited": d.rate.refused},
+            "proxy": None, "hardened": d.config.hardened, "refused": {**d.refused, "rate_limited": d.rate.refused},
             "bootstrap": not d.state.repos}  # a tokenless repo.prepare_init is open (seed: bootstrap)
 
 
@@ -60,7 +60,7 @@ async def status(call: Call) -> dict:
         # not in the seed: the log is on a key this daemon does not hold, waiting for daemon.recover
         "foreign": not d.keys.holds(rs.daemon_key),
         "flaky": dict(sorted(rs.flaky.items())),
-        "below_hardened": [], "profile": rs.profile, "unparsed_files": pol.unparsed_files,
+        "below_hardened": presence.below_hardened(rs) if d.config.hardened else [], "profile": rs.profile, "unparsed_files": pol.unparsed_files,
         "humans": {n: {"alg": k["alg"], "public": k["public"], "recovery": rs.recovery[n]["public"] if n in rs.recovery else None,
                        "counts_as": rs.principal(n)} for n, k in sorted(rs.humans.items())},
         # human writes need a key that proves presence ([review] presence_required, or hardened)

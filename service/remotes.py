@@ -21,6 +21,7 @@ from lonca.protocol import LoncaError
 from lonca.queue.checks import run_check
 
 from .config import Config
+from . import gitstore
 from .gitstore import TRUNK_REF
 
 REMOTE_RE = re.compile(r"^(https://|ssh://|[^/@\s:]+@[^:\s/]+:)")
@@ -114,18 +115,18 @@ def fetch_every_ref(store: Path, remote: str, from_copy: bool = False) -> None:
     run_git(store, "fetch", "--quiet", "--no-tags", "--no-write-fetch-head", remote, "+refs/*:refs/*")
 
 
-def fetch(store: Path, remote: str, branch: str | None, from_copy: bool = False) -> str:
-    """The commit `branch` (default: what the remote's HEAD names) of `remote`, its objects
-    fetched into the store; `git` when it can not be fetched. With from_copy, `remote` is a
-    bundle of the import folder, read from a copy of our own (check_remote)."""
+def fetch(store: Path, remote: str, branch: str, from_copy: bool = False) -> str:
+    """The commit `branch` of `remote`, its objects fetched into the store; `git` when it can
+    not be fetched. With from_copy, `remote` is a bundle of the import folder, read from a copy of
+    our own (check_remote)."""
     if from_copy:
         copy = _copy_bundle(remote, store.parent)
         try:
-            return fetch(store, str(copy), branch or "main")  # a bundle may name no HEAD
+            return fetch(store, str(copy), branch)
         finally:
             copy.unlink(missing_ok=True)
-    src = "HEAD" if branch is None else f"refs/heads/{branch}"
-    if branch is not None and not pygit2.reference_is_valid_name(src):
+    src = f"refs/heads/{branch}"
+    if not pygit2.reference_is_valid_name(src):
         raise LoncaError("invalid", f"{branch!r} is not a branch name git accepts")
     ref = f"refs/lonca/fetch/{secrets.token_hex(8)}"  # this fetch's own: two imports never mix
     run_git(store, "fetch", "--quiet", "--no-tags", "--no-write-fetch-head", remote, f"+{src}:{ref}")
@@ -133,7 +134,7 @@ def fetch(store: Path, remote: str, branch: str | None, from_copy: bool = False)
     try:
         return str(repo.references[ref].peel(pygit2.Commit).id)
     except (KeyError, ValueError, pygit2.GitError) as e:
-        raise LoncaError("git", f"{remote} {branch or 'HEAD'} is not a commit: {e}") from None
+        raise LoncaError("git", f"{remote} {branch} is not a commit: {e}") from None
     finally:
         repo.references.delete(ref)
 
@@ -170,7 +171,7 @@ def default_branch(store: Path, remote: str) -> str:
 def import_store(path: Path, source: str, branch: str | None, from_copy: bool = False) -> tuple[str, str]:
     """A new bare store at `path` whose trunk is `branch` (default: the source's default branch)
     of `source`: (trunk, the branch fetched). Nothing is left at `path` when it fails."""
-    pygit2.init_repository(str(path), bare=True)
+    gitstore.init_store(path)
     try:
         branch = branch or ("main" if from_copy else default_branch(path, source))
         commit = fetch(path, source, branch, from_copy)

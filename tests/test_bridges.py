@@ -284,3 +284,27 @@ def test_local_roots_and_import_dir(make_worker, tmp_path, monkeypatch):
     assert sorted(p.name for p in drop.iterdir()) == ["link.bundle", "sub", "up.bundle"]  # the copy is gone
     assert not list((w.home / "repos").glob("*.bundle"))
     c.close()
+
+
+def test_an_import_without_a_branch_takes_main(make_worker, tmp_path, monkeypatch):
+    """Seed 001: import_from fetches "branch (default main)", and bridge.push pushes to main: an
+    import that names no branch takes main, whatever the remote's HEAD names; a remote without
+    main says to name the branch."""
+    w = started(make_worker, None, monkeypatch)
+    dev = git_repo(tmp_path / "dev", {"a.txt": "a\n"})
+    key = human_key("alice")
+    c = w.client().connect()
+    init_repo(c, key, "demo", import_from=str(dev))
+    token = login(c, key)
+    on_main = commit(dev, "a.txt", "b\n", "on main")
+    git("checkout", "-qb", "develop", cwd=dev)  # the remote's HEAD names develop from here on
+    commit(dev, "a.txt", "c\n", "on develop")
+    op = c.call("human.prepare_import", {"remote": str(dev), "branch": None}, repo="demo", token=token)["op"]
+    assert op["commit"] == on_main
+
+    bare = tmp_path / "no-main.git"
+    git("clone", "-q", "--bare", "--single-branch", "-b", "develop", str(dev), str(bare), cwd=tmp_path)
+    with pytest.raises(LoncaError) as e:
+        c.call("human.prepare_import", {"remote": str(bare)}, repo="demo", token=token)
+    assert e.value.code == "git" and "refs/heads/main" in e.value.message and "--branch" in e.value.message
+    c.close()
