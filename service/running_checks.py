@@ -136,3 +136,12 @@ async def queue_running(call: Call) -> dict:
     """The rounds of the repository's merge queue running now; empty when it is idle."""
     d = call.ctx
     return {"now_ms": d.now_ms(), "tail_bytes": TAIL_BYTES, "rounds": d.running.view(call.repo)}
+
+
+@method("queue.run", "any human")
+async def queue_run(call: Call) -> dict:
+    """Seed 001's queue.run: wake the merge queue now instead of within its own two seconds. The
+    queue drains on its own task, so the answer never counts an integration (integrated stays 0
+    under protocol 1); status follows what it lands."""
+    call.ctx.queue_wake()
+    return {"integrated": 0, "woken": True}

@@ -394,6 +394,7 @@ SCHEMAS: dict[str, Obj] = {
     "session.end": params({"files": Arr(LOCAL_FILE, 100_000, nullable=True)}),
     "security.events": params({"since_ms": Int(nullable=True)}),
     "queue.running": params({}),
+    "queue.run": params({}),
     # base and files, which the seed does not name, are the write tool's files as the workspace
     # holds them: the seed counts hook.event and hook.input among the methods that carry files
     # (docs/decisions.md, "hook.event's params and the seed"); an unknown harness is the method's deny

@@ -80,3 +80,18 @@ def test_status_lists_names_the_lists_it_answers(repo_env):
 def test_tokens_are_hidden_in_a_tail():
     assert without_tokens("a lonca_h_" + "0" * 64 + " b lonca_" + "f" * 64) == "a lonca_…(hidden) b lonca_…(hidden)"
     assert without_tokens("lonca_up and lonca_1234567") == "lonca_up and lonca_1234567"   # too short to be one
+
+
+def test_queue_run_wakes_the_queue_for_any_human(repo_env):
+    """Seed 001's queue.run: any human, no repository named; the answer does not wait for the
+    queue (integrated stays 0) and what it lands shows in status."""
+    env = repo_env
+    agent = env.agent("ada")["token"]
+    acquire(env.client, agent, "lib/util.py#helper")
+    change = propose(env.client, agent, env.trunk, {"lib/util.py": "def helper():\n    return 43\n"})["change"]
+    assert env.client.call("queue.run", token=env.token) == {"integrated": 0, "woken": True}
+    wait_status(env.client, agent, change, "integrated")
+    for token, code in ((agent, "forbidden"), (None, "unauthenticated")):
+        with pytest.raises(LoncaError) as refused:
+            env.client.call("queue.run", token=token)
+        assert refused.value.code == code
