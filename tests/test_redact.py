@@ -167,11 +167,13 @@ def test_a_conflict_in_trunk_merge_does_not_send_the_redacted_trunk_side(repo_en
     agent = env.agent("merger")["token"]
     local = [{"path": "app.py", "content_b64": base64.b64encode(b"def charge(amount):\n    return amount * 5\n").decode(),
               "mode": None}]
-    got = env.client.call("trunk.merge", {"base": base, "files": local}, token=agent)
-    conflict, = got["conflicts"]
-    # trunk's side, alone or inside conflict markers, is not sent: both are null (as for a binary file)
-    assert conflict["path"] == "app.py" and conflict["trunk_b64"] is None and conflict["content_b64"] is None
-    assert "SECRET" not in str(got)
+    # an agent's sync and a human's (trunk.merge is a read): the same guard
+    for got in (env.client.call("trunk.merge", {"base": base, "files": local}, token=agent),
+                env.client.call("trunk.merge", {"base": base, "files": local}, repo="demo", token=env.token)):
+        conflict, = got["conflicts"]
+        # trunk's side, alone or inside conflict markers, is not sent: both are null (as for a binary file)
+        assert conflict["path"] == "app.py" and conflict["trunk_b64"] is None and conflict["content_b64"] is None
+        assert "SECRET" not in str(got)
 
 
 def test_a_symbol_merge_with_a_redacted_trunk_side_is_not_sent(repo_env):
@@ -187,9 +189,10 @@ def test_a_symbol_merge_with_a_redacted_trunk_side_is_not_sent(repo_env):
     # another symbol of the same file: the symbol merge would answer trunk's charge, secret and all
     local = [{"path": "app.py", "content_b64": base64.b64encode(text.replace("charge(1)", "charge(2)").encode()).decode(),
               "mode": None}]
-    got = env.client.call("trunk.merge", {"base": base, "files": local}, token=agent)
-    assert got["conflicts"] == [{"path": "app.py", "symbols": [], "content_b64": None, "trunk_b64": None}]
-    assert "SECRET" not in str(got) and "app.py" not in [f["path"] for f in got["files"]]
+    for got in (env.client.call("trunk.merge", {"base": base, "files": local}, token=agent),
+                env.client.call("trunk.merge", {"base": base, "files": local}, repo="demo", token=env.token)):
+        assert got["conflicts"] == [{"path": "app.py", "symbols": [], "content_b64": None, "trunk_b64": None}]
+        assert "SECRET" not in str(got) and "app.py" not in [f["path"] for f in got["files"]]
 
 
 def test_a_push_never_hands_a_remote_a_redacted_blob_it_lacks(repo_env, tmp_path):
@@ -223,3 +226,26 @@ def test_a_push_never_hands_a_remote_a_redacted_blob_it_lacks(repo_env, tmp_path
     assert "refs/heads/main" in env.submit(prepare_push(early))["push"]
     assert git("cat-file", "-t", blob, cwd=early).strip() == "blob"
     assert git("for-each-ref", cwd=late).strip() == ""   # nothing went there
+
+
+def test_symbols_has_no_table_of_a_redacted_blob(repo_env):
+    """symbols reads names and lines from a blob's contents: of a redacted blob it answers none,
+    at trunk and at an older commit that holds it, to an agent and to a human, from the CLI too."""
+    env = repo_env
+    base = env.trunk
+    op = prepare(env, {"app.py": "def charge(amount):\n    return amount * 2\n\n\ndef sk_live_SECRET():\n    pass\n"})["op"]
+    env.submit(op)
+    wait_for(env, op["change"], "integrated")
+    trunk = env.trunk
+    agent = env.agent("reader")["token"]
+    ask = {"path": "app.py", "commit": None}
+    assert "app.py#sk_live_SECRET" in [s["id"] for s in env.client.call("symbols", ask, token=agent)["symbols"]]
+    redact(env, files_of(env, trunk)["app.py"]["blob"])
+    for got in (env.client.call("symbols", ask, token=agent), env.client.call("symbols", ask, repo="demo", token=env.token),
+                env.w.cli_json("symbols", "app.py", "--repo", "demo")):
+        assert got == {"path": "app.py", "commit": trunk, "language": "python", "status": "redacted", "symbols": [],
+                       "syntax_errors": []}
+    # the older blob of app.py is not redacted: its table is served, and other files' too
+    older = [s["id"] for s in env.client.call("symbols", {"path": "app.py", "commit": base}, token=agent)["symbols"]]
+    assert "app.py#Client.pay" in older and "app.py#sk_live_SECRET" not in older
+    assert env.client.call("symbols", {"path": "lib/util.py", "commit": None}, token=agent)["status"] == "parsed"
