@@ -4,10 +4,11 @@ it, change.get's evidence answers a redacted log as null, trunk.bundle refuses w
 The set survives a restart, from a checkpoint and from a replay of the whole log. Real worker on a
 real socket, real git store and check processes, SQLite and PostgreSQL."""
 import base64
+import json
 
 from conftest import git
-from helpers import session_op
-from lonca.protocol import LoncaError
+from helpers import acquire, session_op
+from lonca.protocol import LoncaError, claim_from_facts
 from test_checkpoints import sql
 from test_human_change import prepare, wait_for
 
@@ -249,3 +250,45 @@ def test_symbols_has_no_table_of_a_redacted_blob(repo_env):
     older = [s["id"] for s in env.client.call("symbols", {"path": "app.py", "commit": base}, token=agent)["symbols"]]
     assert "app.py#Client.pay" in older and "app.py#sk_live_SECRET" not in older
     assert env.client.call("symbols", {"path": "lib/util.py", "commit": None}, token=agent)["status"] == "parsed"
+
+
+def test_facts_and_lease_answers_read_nothing_of_a_redacted_blob(repo_env):
+    """facts.preview, change.propose (its answer and its log entry), human.prepare_change and
+    lease.acquire's warnings derive names and line counts from contents: a redacted blob is one
+    whole file of no lines to them (opaque), so none of its symbols is named, counted, `affected`
+    or told apart by a lease's warning."""
+    env = repo_env
+    secret = "def charge(amount):\n    return amount * 2\n\n\ndef sk_live_SECRET():\n    return helper()\n"
+    op = prepare(env, {"app.py": secret})["op"]
+    env.submit(op)
+    wait_for(env, op["change"], "integrated")
+    redact(env, files_of(env, env.trunk)["app.py"]["blob"])
+    agent = env.agent("writer")["token"]
+    trunk = env.trunk
+    rewrite = [{"path": "app.py", "content_b64": base64.b64encode(b"def charge(amount):\n    return amount\n").decode(),
+                "mode": None}]
+    preview = env.client.call("facts.preview", {"base": trunk, "files": rewrite}, token=agent)
+    facts = preview["facts"]
+    assert facts["edits"] == ["app.py#<file>"] and facts["deletes"] == [] and facts["adds"] == []
+    assert (facts["lines_added"], facts["lines_removed"]) == (0, 0)
+    assert [(d["symbol"], d["code"]) for d in preview["leases"]] == [("app.py#<file>", "free")]
+    # a change elsewhere whose deleted name the redacted file mentions: it is not `affected`
+    util = [{"path": "lib/util.py", "content_b64": None, "mode": None}]
+    assert env.client.call("facts.preview", {"base": trunk, "files": util}, token=agent)["facts"]["affected"] == []
+    # a lease's warnings are the same for a name the file defines and one it does not
+    for name in ("sk_live_SECRET", "no_such_name"):
+        got = acquire(env.client, agent, f"app.py#{name}")
+        assert got["decision"]["outcome"] == "allow" and got["warnings"] == [], got
+        env.client.call("lease.release", {"set": got["set"]}, token=agent)
+    acquire(env.client, agent, "app.py#<file>")
+    res = env.client.call("change.propose", {"change": None, "base": trunk, "files": rewrite,
+                                             "claim": claim_from_facts(facts, "charge is the amount")}, token=agent)
+    assert res["decision"]["outcome"] == "allow" and res["facts"]["edits"] == ["app.py#<file>"]
+    wait_for(env, res["change"], "integrated")
+    # a human's change that deletes the file: prepared and submitted facts name no symbol in it
+    env.submit({"op": "redact", "blob": files_of(env, env.trunk)["app.py"]["blob"], "reason": "still"})
+    human = prepare(env, {"app.py": None})
+    assert human["facts"]["deletes"] == ["app.py#<file>"] and human["facts"]["lines_removed"] == 0
+    assert env.submit(human["op"])["decision"]["outcome"] == "allow"
+    entries = [e["entry"] for e in env.log() if e["entry"]["op"]["op"] == "change.propose"]
+    assert "sk_live_SECRET" not in json.dumps(entries[1:])   # the first was logged before the redaction
