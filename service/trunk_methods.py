@@ -113,7 +113,8 @@ async def trunk_merge(call: Call) -> dict:
                 # trunk's side of a redacted blob is sent neither alone nor inside conflict markers
                 hidden = path in before and str(before[path].oid) in redacted
                 text = None if hidden else result.conflict_text(path, trunk[:12])
-                symbols = sorted(c for c in result.conflicts if c.split("#", 1)[0] == path)
+                # the names are read from both sides' contents too: none of a redacted side's
+                symbols = [] if hidden else sorted(c for c in result.conflicts if c.split("#", 1)[0] == path)
                 conflicts.append({"path": path, "symbols": symbols,
                                   "content_b64": base64.b64encode(text).decode() if text is not None else None,
                                   "trunk_b64": base64.b64encode(store[before[path].oid].data).decode()

@@ -174,6 +174,7 @@ def test_a_conflict_in_trunk_merge_does_not_send_the_redacted_trunk_side(repo_en
         conflict, = got["conflicts"]
         # trunk's side, alone or inside conflict markers, is not sent: both are null (as for a binary file)
         assert conflict["path"] == "app.py" and conflict["trunk_b64"] is None and conflict["content_b64"] is None
+        assert conflict["symbols"] == []    # names are read from trunk's side too
         assert "SECRET" not in str(got)
 
 
