@@ -7,7 +7,7 @@ import base64
 import json
 
 from conftest import git
-from helpers import acquire, session_op
+from helpers import acquire, propose, session_op
 from lonca.protocol import LoncaError, claim_from_facts
 from test_checkpoints import sql
 from test_human_change import prepare, wait_for
@@ -293,3 +293,24 @@ def test_facts_and_lease_answers_read_nothing_of_a_redacted_blob(repo_env):
     assert env.submit(human["op"])["decision"]["outcome"] == "allow"
     entries = [e["entry"] for e in env.log() if e["entry"]["op"]["op"] == "change.propose"]
     assert "sk_live_SECRET" not in json.dumps(entries[1:])   # the first was logged before the redaction
+
+
+def test_a_conflict_with_a_redacted_trunk_side_is_logged_by_its_file(repo_env):
+    """The merge queue names a conflict's symbols from both sides: where trunk's side is a
+    redacted blob, the conflict is logged as its whole file (path#<file>), in the change's status,
+    the integrate entry and the agent's event."""
+    env = repo_env
+    base = env.trunk
+    op = prepare(env, {"app.py": "def charge(amount):\n    return amount * 4  # SECRET\n\n\nclass Client:\n"
+                                 "    def pay(self):\n        return charge(1)\n"})["op"]
+    env.submit(op)
+    wait_for(env, op["change"], "integrated")
+    redact(env, files_of(env, env.trunk)["app.py"]["blob"])
+    agent = env.agent("late")["token"]
+    acquire(env.client, agent, "app.py#<file>")
+    late = propose(env.client, agent, base, {"app.py": "def charge(amount):\n    return amount * 5\n\n\nclass Client:\n"
+                                                       "    def pay(self):\n        return charge(1)\n"})
+    got = wait_for(env, late["change"], "conflicted")
+    assert got["status"]["symbols"] == ["app.py#<file>"] and got["integrate_decision"]["reasons"] == ["conflict:app.py#<file>"]
+    told = [e for e in env.client.call("events", {"from": 1}, token=agent)["events"] if e["kind"] == "conflicted"]
+    assert [e["conflicts"] for e in told] == [["app.py#<file>"]]
