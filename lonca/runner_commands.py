@@ -137,6 +137,7 @@ def cmd_session_start(args) -> int:
         res = human_submit(c, name, repo, op)
         ws = wsp.create(c, repo, res["token"], dest, sid)
         wsp.write_token(ws.root, res["token"], op["expires_ms"])
+    _left_out(ws.redacted)
     return _started(args, op, res, ws.root, None)
 
 
@@ -217,6 +218,7 @@ def cmd_session_join(args) -> int:
         dest = Path(args.dir or f"{repo}-{sid}")
         ws = wsp.create(c, repo, token, dest, sid)
         wsp.write_token(ws.root, token, rec["expires_ms"])
+    _left_out(ws.redacted)
     setup = None
     if rec.get("harness") in harness.HARNESSES:     # named in the signed session.start
         setup = harness.setup(rec["harness"], ws.root)
