@@ -189,19 +189,21 @@ def _present(root: Path, oids: set[str]) -> set[str]:
 
 
 def _pages(files: list[dict], budget: int) -> list[list[dict]]:
-    """`files` in pages whose contents fit `budget` once encoded (seed 001, blobs)."""
+    """`files` in pages whose contents fit `budget` once encoded (seed 001, blobs); a file over
+    it goes alone, since a redacted one is answered null whatever its size."""
     pages: list[list[dict]] = [[]]
     used = 0
     for f in files:
         size = _b64_size(f["size"])
         if size > budget:
-            raise Usage(f"{f['path']} ({f['size']} bytes) does not fit one page of blobs; read it from a git checkout")
+            pages.insert(0, [f])
+            continue
         if used + size > budget and pages[-1]:
             pages.append([])
             used = 0
         pages[-1].append(f)
         used += size
-    return pages
+    return [p for p in pages if p]
 
 
 def _quote(path: str) -> str:
@@ -227,7 +229,13 @@ def build_from_pages(root: Path, client: Client, repo: str, token: str, commit: 
         bar = Progress("fetching", len(wanted))
         done = 0
         for page in _pages(wanted, budget):
-            got = client.call("blobs", {"commit": commit, "paths": [f["path"] for f in page]}, repo=repo, token=token)
+            try:
+                got = client.call("blobs", {"commit": commit, "paths": [f["path"] for f in page]}, repo=repo, token=token)
+            except LoncaError as e:
+                if e.code != "too_large" or len(page) != 1:
+                    raise
+                raise Usage(f"{page[0]['path']} ({page[0]['size']} bytes) does not fit one page of blobs; read it from "
+                            "a git checkout") from None
             for f in got:
                 if f["content_b64"] is None:    # seed: null for a redacted blob
                     gone.add(f["blob"])

@@ -102,6 +102,7 @@ def test_an_agent_works_two_rounds_in_a_workspace_built_from_tree_and_blobs(repo
 def test_workspace_create_names_the_redacted_files_and_a_rewritten_one_is_proposed(repo_env, tmp_path):
     env, w = repo_env, repo_env.w
     secret_on_trunk(env)
+    w.env["LONCA_FETCH_BUDGET"] = "48"     # pages sized from the manifest: a file or two a page, app.py alone
     ws = tmp_path / "mine"
     out = run(w, "workspace", "create", "--dir", str(ws), "--json")
     assert out == {"workspace": str(ws), "repo": "demo", "base": env.trunk, "redacted": ["app.py"]}
@@ -139,3 +140,31 @@ def test_a_workspace_of_bundles_goes_on_from_tree_and_blobs_when_a_redacted_blob
     run(w, "lease", "acquire", "NOTES.md#<file>", "--intent", "notes", "--json", cwd=ws)
     p = run(w, "propose", "-m", "notes", "--json", cwd=ws)
     assert wait_for(env, p["change"], "integrated")["paths"] == ["NOTES.md"]
+
+
+def test_a_redacted_blob_past_the_page_budget_still_lets_a_workspace_be_built(make_worker, source_repo, monkeypatch, tmp_path):
+    """blobs and tree count no room for a redacted blob (it is answered null), so a big leaked
+    file does not stop a workspace: it is asked for alone and left out."""
+    from helpers import RepoEnv
+    w = make_worker({"LONCA_BIG_LINE_MAX": "200000"})     # a page holds 150 000 bytes of base64
+    monkeypatch.setenv("LONCA_HUMANS", w.env["LONCA_HUMANS"])
+    env = RepoEnv(w, source_repo)
+    try:
+        dump = "".join(f"row_{i} = 'secret {i}'\n" for i in range(5600))   # 137 780 bytes: 183 708 of base64
+        op = prepare(env, {"dump.py": dump})["op"]
+        env.submit(op)
+        wait_for(env, op["change"], "integrated")
+        trunk = env.trunk
+        assert refusal(lambda: env.client.call("blobs", {"commit": trunk, "paths": ["dump.py"]}, repo="demo",
+                                               token=env.token)).code == "too_large"
+        redact(env, files_of(env, trunk)["dump.py"]["blob"])
+        assert env.client.call("blobs", {"commit": trunk, "paths": ["dump.py", "app.py"]}, repo="demo",
+                               token=env.token)[0]["content_b64"] is None
+        tree = env.client.call("tree", {"commit": trunk, "with_content": True, "paths": None}, repo="demo", token=env.token)
+        assert {f["path"]: f["content_b64"] is None for f in tree}["dump.py"]
+        w.env["LONCA_FETCH_BUDGET"] = "150000"
+        out = run(w, "workspace", "create", "--dir", str(tmp_path / "ws"), "--json")
+        assert out["redacted"] == ["dump.py"] and not (tmp_path / "ws" / "dump.py").exists()
+        assert (tmp_path / "ws" / "app.py").exists()
+    finally:
+        env.client.close()
