@@ -128,7 +128,8 @@ def find(start: Path | None = None) -> Workspace:
             data = json.loads(meta.read_text())
             return Workspace(d, data["repo"], data.get("session"), data["base"], data.get("trunk_copies", []),
                              data.get("head"), data.get("redacted", []))
-    raise Usage("not in a Lonca workspace (no .lonca/workspace.json here or above); run `lonca session start`")
+    raise Usage("not in a Lonca workspace (no .lonca/workspace.json here or above): `lonca session start` makes an "
+                "agent's, `lonca workspace create` yours (a plain git checkout takes trunk with git itself)")
 
 
 def find_or_checkout(start: Path | None = None) -> Workspace:

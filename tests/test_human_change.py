@@ -313,7 +313,7 @@ def test_a_human_workspace_syncs_and_proposes_again(repo_env, tmp_path):
     propose again on the new base."""
     env, w = repo_env, repo_env.w
     root = tmp_path / "mine"
-    w.cli_json("workspace", "create", "--dir", str(root))
+    created = w.cli_json("workspace", "create", "--dir", str(root))
     (root / "lib" / "util.py").write_text("def helper():\n    return 41\n")
     first = json.loads(w.cli("propose", "-m", "helper 41", "--json", cwd=root, check=True).stdout)
     assert first["status"] == "queued" and first["details"] == []
@@ -328,7 +328,7 @@ def test_a_human_workspace_syncs_and_proposes_again(repo_env, tmp_path):
     (root / "app.py").write_text(APP.replace("charge(1)", "charge(3)"))
     synced = json.loads(w.cli("sync", "--json", cwd=root, check=True).stdout)
     trunk = env.trunk
-    assert synced["base_before"] == first["commit"] or synced["base_before"] != trunk
+    assert synced["base_before"] == created["base"] != trunk
     assert synced["base_after"] == trunk and synced["conflicts"] == [] and synced["redacted"] == []
     assert (root / "lib" / "new.py").read_text() == "def new():\n    return 1\n"
     assert (root / "app.py").read_text() == APP.replace("amount * 2", "amount * 6").replace("charge(1)", "charge(3)")
@@ -338,3 +338,8 @@ def test_a_human_workspace_syncs_and_proposes_again(repo_env, tmp_path):
     got = wait_for(env, second["change"], "integrated")
     assert got["base"] == trunk and got["paths"] == ["app.py"] and got["claim"]["edits"] == ["app.py#Client.pay"]
     assert "agent" not in w.cli("sync", "--json", cwd=root, check=True).stderr
+    # a plain git checkout is git's to update: sync says so and what makes a workspace
+    checkout = tmp_path / "checkout"
+    subprocess.run(["git", "clone", "-q", "-b", "main", str(w.home / "repos" / "demo.git"), str(checkout)], check=True)
+    res = w.cli("sync", "--json", cwd=checkout)
+    assert res.returncode == 3 and res.stdout == "" and "lonca workspace create" in res.stderr
