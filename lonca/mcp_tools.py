@@ -126,7 +126,8 @@ def _withdraw(s: AgentSession, a: dict) -> dict:
 
 
 def _sync(s: AgentSession, a: dict) -> dict:
-    return workspace.sync(s.ws, s.client)
+    ws = s.ws
+    return workspace.sync(ws, s.client, ws.agent_token())
 
 
 def _events(s: AgentSession, a: dict) -> dict:

@@ -42,10 +42,11 @@ def register(sub) -> None:
     command(s, "rotate", "replace this workspace's session token (the old one stops working)", cmd_session_rotate)
 
     w = sub.add_parser("workspace", help="workspaces").add_subparsers(dest="workspace_cmd", metavar="COMMAND")
-    command(w, "create", "a git checkout of trunk (for reading; agents get one with session start)",
+    command(w, "create", "a git checkout of trunk for your own changes (propose, sync); agents get one with session start",
             cmd_workspace_create, repo=True).add_argument("--dir")
 
-    command(sub, "sync", "bring trunk into this workspace with the symbol merge", cmd_sync)
+    command(sub, "sync", "bring trunk into this workspace with the symbol merge (an agent's, or yours from "
+                         "`workspace create`)", cmd_sync, human=True)
     pp = command(sub, "propose", "propose this workspace's local changes: as its agent in an agent's workspace, "
                               "else as you (a workspace of `workspace create`, or a git checkout of trunk), "
                               "signed with your key", cmd_propose, repo=True)
@@ -136,6 +137,7 @@ def cmd_session_start(args) -> int:
         res = human_submit(c, name, repo, op)
         ws = wsp.create(c, repo, res["token"], dest, sid)
         wsp.write_token(ws.root, res["token"], op["expires_ms"])
+    _left_out(ws.redacted)
     return _started(args, op, res, ws.root, None)
 
 
@@ -216,6 +218,7 @@ def cmd_session_join(args) -> int:
         dest = Path(args.dir or f"{repo}-{sid}")
         ws = wsp.create(c, repo, token, dest, sid)
         wsp.write_token(ws.root, token, rec["expires_ms"])
+    _left_out(ws.redacted)
     setup = None
     if rec.get("harness") in harness.HARNESSES:     # named in the signed session.start
         setup = harness.setup(rec["harness"], ws.root)
@@ -270,23 +273,36 @@ def cmd_session_rotate(args) -> int:
     return OK
 
 
+def _left_out(paths: list[str]) -> None:
+    """The human message for trunk's files a workspace holds no copy of (the --json field is
+    `redacted`)."""
+    if paths:
+        print(f"{len(paths)} files of trunk are redacted and left out of this workspace (a human redacted their "
+              f"blobs; the worker serves them as null): {', '.join(paths[:10])}" + (" …" if len(paths) > 10 else ""),
+              file=sys.stderr)
+
+
 def cmd_workspace_create(args) -> int:
     name = human_name(args)
     with Client() as c:
         repo = pick_repo(c, name, args.repo)
         ws = wsp.create(c, repo, human_token(c, name), Path(args.dir or f"{repo}-workspace"), None)
-    out = {"workspace": str(ws.root), "repo": repo, "base": ws.base}
+    out = {"workspace": str(ws.root), "repo": repo, "base": ws.base, "redacted": ws.redacted}
     if args.json:
         emit_json(out)
     else:
-        print(f"workspace {ws.root} at {ws.base[:12]}")
+        print(f"workspace {ws.root} at {ws.base[:12]}" + (" (built from tree and blobs, without history)" if ws.head else ""))
+        _left_out(ws.redacted)
     return OK
 
 
 def cmd_sync(args) -> int:
+    """In an agent's workspace as the agent; in a human's (`workspace create`: no session) as the
+    human, with their session (trunk.merge takes either)."""
     ws = wsp.find()
     with Client() as c:
-        out = wsp.sync(ws, c)
+        token = ws.agent_token() if ws.session else human_token(c, human_name(args))
+        out = wsp.sync(ws, c, token)
     if args.json:
         emit_json(out)
     else:
@@ -297,6 +313,7 @@ def cmd_sync(args) -> int:
                   f"{len(out['merged'])} merged")
         for cf in out["conflicts"]:
             print(f"{paint('conflict', '31')} {cf['path']}: {', '.join(cf['symbols'])}" + (f" (trunk's copy: {cf['trunk_copy']})" if cf["trunk_copy"] else ""))
+        _left_out(out["redacted"])
     return OK
 
 

@@ -9,7 +9,13 @@ the workspace must change to hold the merge; sync writes those and nothing else 
 the workspace agree on is never touched), then moves the base (HEAD and index, never the files)
 to trunk. Before it writes, it keeps what each of those paths held in `.lonca/sync-backup.json`:
 a failure puts them back at once, and a crash is undone by the next command that reads the local
-changes."""
+changes.
+
+A workspace of a repository where a human redacted a blob in trunk's history can not take
+trunk.bundle (seed 001: `redacted`, "git needs whole objects, work from a workspace"): it is
+built from `tree` and `blobs` instead, as one commit of trunk's tree with no history and without
+the files whose blobs are served as null (`head`, `redacted` in workspace.json; docs/decisions.md,
+"A workspace of a trunk with a redacted blob is built from tree and blobs")."""
 import base64
 import json
 import os
@@ -23,7 +29,7 @@ from pathlib import Path
 from lonca.client import Client
 from lonca.private_files import private_file_ok, write_private
 from lonca.output import Usage
-from lonca.protocol import claim_from_facts
+from lonca.protocol import BIG_LINE_MAX, LoncaError, claim_from_facts
 
 GIT_TIMEOUT_S = 300
 MARKERS = (b"<<<<<<< local", b"=======", b">>>>>>> trunk")
@@ -65,6 +71,15 @@ class Workspace:
     session: str | None
     base: str
     trunk_copies: list[str] = field(default_factory=list)   # `<path>.trunk` files the last sync wrote
+    # built from tree and blobs (no history): the local commit that stands for `base`, and base's
+    # files left out of it because their blobs are redacted; None and [] for a workspace of bundles
+    head: str | None = None
+    redacted: list[str] = field(default_factory=list)
+
+    @property
+    def local_base(self) -> str:
+        """The commit the checkout's HEAD is at when it has no local changes."""
+        return self.head or self.base
 
     @property
     def meta_path(self) -> Path:
@@ -88,7 +103,8 @@ class Workspace:
 
     def save(self) -> None:
         write_private(self.meta_path, (json.dumps({"repo": self.repo, "session": self.session, "base": self.base,
-                                                   "trunk_copies": self.trunk_copies}) + "\n").encode())
+                                                   "trunk_copies": self.trunk_copies, "head": self.head,
+                                                   "redacted": self.redacted}) + "\n").encode())
 
 
 def meta_file(root: Path) -> Path:
@@ -110,8 +126,10 @@ def find(start: Path | None = None) -> Workspace:
         meta = meta_file(d)
         if meta.is_file():
             data = json.loads(meta.read_text())
-            return Workspace(d, data["repo"], data.get("session"), data["base"], data.get("trunk_copies", []))
-    raise Usage("not in a Lonca workspace (no .lonca/workspace.json here or above); run `lonca session start`")
+            return Workspace(d, data["repo"], data.get("session"), data["base"], data.get("trunk_copies", []),
+                             data.get("head"), data.get("redacted", []))
+    raise Usage("not in a Lonca workspace (no .lonca/workspace.json here or above): `lonca session start` makes an "
+                "agent's, `lonca workspace create` yours (a plain git checkout takes trunk with git itself)")
 
 
 def find_or_checkout(start: Path | None = None) -> Workspace:
@@ -134,9 +152,15 @@ def write_token(root: Path, token: str, expires_ms: int) -> None:
     write_private(token_file(root), json.dumps({"token": token, "expires_ms": expires_ms}).encode())
 
 
-def _fetch_trunk(root: Path, client: Client, repo: str, token: str, have: list[str]) -> str:
-    """Fetch trunk into refs/lonca/trunk with a bundle from the worker; returns trunk's id."""
-    b = client.call("trunk.bundle", {"have": have}, repo=repo, token=token)
+def _fetch_trunk(root: Path, client: Client, repo: str, token: str, have: list[str]) -> str | None:
+    """Fetch trunk into refs/lonca/trunk with a bundle from the worker; returns trunk's id, or
+    None when the worker refuses the bundle because a redacted blob is among its objects."""
+    try:
+        b = client.call("trunk.bundle", {"have": have}, repo=repo, token=token)
+    except LoncaError as e:
+        if e.code == "redacted":
+            return None
+        raise
     if not b["up_to_date"]:
         with tempfile.NamedTemporaryFile(suffix=".bundle", delete=False) as f:
             f.write(base64.b64decode(b["bundle_b64"]))
@@ -148,7 +172,103 @@ def _fetch_trunk(root: Path, client: Client, repo: str, token: str, have: list[s
     return b["trunk"]
 
 
+GIT_MODES = {"regular": "100644", "executable": "100755", "symlink": "120000", "submodule": "160000"}
+FETCH_BUDGET = BIG_LINE_MAX * 3 // 4   # seed 001, blobs: a page's base64 within three quarters of MAX_LINE
+
+
+def _b64_size(n: int) -> int:
+    return (n + 2) // 3 * 4
+
+
+def _present(root: Path, oids: set[str]) -> set[str]:
+    """The blobs of `oids` this checkout's object store holds already."""
+    if not oids:
+        return set()
+    out = git(root, "cat-file", "--batch-check=%(objectname) %(objecttype)",
+              input="".join(f"{o}\n" for o in sorted(oids)).encode())
+    return {w[0] for w in (line.split() for line in out.decode().splitlines()) if len(w) == 2 and w[1] == "blob"}
+
+
+def _pages(files: list[dict], budget: int) -> list[list[dict]]:
+    """`files` in pages whose contents fit `budget` once encoded (seed 001, blobs); a file over
+    it goes alone, since a redacted one is answered null whatever its size."""
+    pages: list[list[dict]] = [[]]
+    used = 0
+    for f in files:
+        size = _b64_size(f["size"])
+        if size > budget:
+            pages.insert(0, [f])
+            continue
+        if used + size > budget and pages[-1]:
+            pages.append([])
+            used = 0
+        pages[-1].append(f)
+        used += size
+    return [p for p in pages if p]
+
+
+def _quote(path: str) -> str:
+    """A path as git fast-import reads it: C-quoted when it starts with a quote (Lonca's paths hold
+    no control characters, so nothing else needs it)."""
+    return '"' + path.replace("\\", "\\\\").replace('"', '\\"') + '"' if path.startswith('"') else path
+
+
+def build_from_pages(root: Path, client: Client, repo: str, token: str, commit: str) -> tuple[str, list[str]]:
+    """Trunk's commit `commit` as one local commit with no history, built from `tree` and `blobs`
+    (what the worker serves when a redacted blob stops its bundle): (the local commit, the paths
+    left out because their blobs are redacted). Only blobs this checkout lacks are fetched, page
+    by page, into one `git fast-import`, which writes the blobs and the commit."""
+    manifest = client.call("tree", {"commit": commit, "with_content": False, "paths": None}, repo=repo, token=token)
+    have = _present(root, {f["blob"] for f in manifest if f["mode"] != "submodule"})
+    wanted = list({f["blob"]: f for f in manifest if f["mode"] != "submodule" and f["blob"] not in have}.values())
+    budget = int(os.environ.get("LONCA_FETCH_BUDGET") or FETCH_BUDGET)
+    proc = subprocess.Popen(["git", "-C", str(root), "fast-import", "--quiet", "--force", "--done"],
+                            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    assert proc.stdin is not None
+    gone: set[str] = set()
+    try:
+        bar = Progress("fetching", len(wanted))
+        done = 0
+        for page in _pages(wanted, budget):
+            try:
+                got = client.call("blobs", {"commit": commit, "paths": [f["path"] for f in page]}, repo=repo, token=token)
+            except LoncaError as e:
+                if e.code != "too_large" or len(page) != 1:
+                    raise
+                raise Usage(f"{page[0]['path']} ({page[0]['size']} bytes) does not fit one page of blobs; read it from "
+                            "a git checkout") from None
+            for f in got:
+                if f["content_b64"] is None:    # seed: null for a redacted blob
+                    gone.add(f["blob"])
+                    continue
+                data = base64.b64decode(f["content_b64"])
+                proc.stdin.write(b"blob\ndata %d\n%s\n" % (len(data), data))
+            done += len(page)
+            bar.step(done)
+        bar.done()
+        left_out = sorted(f["path"] for f in manifest if f["blob"] in gone)
+        message = (f"trunk {commit}, without its history\n\nBuilt from tree and blobs: a redacted blob is in trunk's "
+                   f"history. {len(left_out)} redacted files left out.\n").encode()
+        proc.stdin.write(b"reset refs/lonca/base\ncommit refs/lonca/base\ncommitter lonca <lonca@localhost> 0 +0000\n"
+                         b"data %d\n%s" % (len(message), message))
+        for f in manifest:
+            if f["blob"] not in gone:
+                proc.stdin.write(f"M {GIT_MODES[f['mode']]} {f['blob']} {_quote(f['path'])}\n".encode())
+        proc.stdin.write(b"\ndone\n")
+        proc.stdin.close()
+        err = proc.stderr.read() if proc.stderr else b""
+        if proc.wait(GIT_TIMEOUT_S) != 0:
+            raise Usage(f"git fast-import failed: {err.decode(errors='replace').strip()}")
+    except BaseException:
+        proc.kill()
+        proc.wait()
+        raise
+    return git(root, "rev-parse", "refs/lonca/base").decode().strip(), left_out
+
+
 def create(client: Client, repo: str, token: str, dest: Path, session: str | None) -> Workspace:
+    """A checkout of trunk: fetched with a bundle, else (a redacted blob in trunk's history)
+    built from tree and blobs without the redacted files (`redacted` names them)."""
     dest = dest.resolve()
     if dest.exists() and any(dest.iterdir()):
         raise Usage(f"{dest} exists and is not empty")
@@ -157,11 +277,18 @@ def create(client: Client, repo: str, token: str, dest: Path, session: str | Non
     (dest / ".git" / "info").mkdir(parents=True, exist_ok=True)
     (dest / ".git" / "info" / "exclude").write_text(EXCLUDES)
     trunk = _fetch_trunk(dest, client, repo, token, [])
-    git(dest, "reset", "-q", "--hard", trunk)
+    ws = Workspace(dest, repo, session, trunk or "")
+    if trunk is None:
+        ws.base = _trunk_id(client, repo, token)
+        ws.head, ws.redacted = build_from_pages(dest, client, repo, token, ws.base)
+    git(dest, "reset", "-q", "--hard", ws.local_base)
     (dest / ".lonca").mkdir(mode=0o700, exist_ok=True)
-    ws = Workspace(dest, repo, session, trunk)
     ws.save()
     return ws
+
+
+def _trunk_id(client: Client, repo: str, token: str) -> str:
+    return client.call("status", {"lists": []}, repo=repo, token=token)["trunk"]
 
 
 def _file_change(root: Path, path: str) -> dict:
@@ -251,9 +378,9 @@ def _restore_backup(ws: Workspace) -> None:
     saved = json.loads(backup.read_text())
     if ws.base != saved["base_after"]:
         _write_files(ws.root, saved["files"])
-        if git(ws.root, "rev-parse", "HEAD").decode().strip() != saved["base_before"]:
-            git(ws.root, "reset", "-q", "--mixed", saved["base_before"])  # fails? the backup stays for the next try
-        ws.base = saved["base_before"]
+        ws.base, ws.head, ws.redacted = saved["base_before"], saved.get("head_before"), saved.get("redacted_before", [])
+        if git(ws.root, "rev-parse", "HEAD").decode().strip() != ws.local_base:
+            git(ws.root, "reset", "-q", "--mixed", ws.local_base)  # fails? the backup stays for the next try
         ws.save()
     backup.unlink()
 
@@ -331,43 +458,53 @@ def _blobs(root: Path, oids: set[str]) -> dict[str, bytes]:
     return blobs
 
 
-def sync(ws: Workspace, client: Client) -> dict:
-    token = ws.agent_token()
+def sync(ws: Workspace, client: Client, token: str) -> dict:
+    """trunk.merge of the local changes, written; `token` is the agent's in its workspace, the
+    human's in a workspace of `workspace create`. Trunk comes with a bundle, or from tree and
+    blobs once a redacted blob is in the way (then for good: the workspace has no history)."""
     files = local_changes(ws)
     for copy in ws.trunk_copies:  # trunk's copies of the last sync go; they are never local changes
         _remove(ws.root, ws.root / copy)
     ws.trunk_copies = []
     before = ws.base
-    trunk = _fetch_trunk(ws.root, client, ws.repo, token, [before])
+    fetched = _fetch_trunk(ws.root, client, ws.repo, token, [before]) if ws.head is None else None
+    trunk = fetched or _trunk_id(client, ws.repo, token)
     if trunk == before:
         ws.save()
-        return {"base_before": before, "base_after": before, "updated": [], "merged": [], "conflicts": []}
+        return {"base_before": before, "base_after": before, "updated": [], "merged": [], "conflicts": [],
+                "redacted": ws.redacted}
     m = client.call("trunk.merge", {"base": before, "files": files}, repo=ws.repo, token=token)
+    head, redacted = (None, []) if fetched else build_from_pages(ws.root, client, ws.repo, token, m["trunk"])
     marked, conflicts = _conflict_writes(m, {f["path"]: f for f in files})
-    blobs = _blobs(ws.root, {f["blob"] for f in m["files"] if "blob" in f})
+    left_out = set(redacted)   # trunk's redacted files: not written, and removed where an older copy stands
+    blobs = _blobs(ws.root, {f["blob"] for f in m["files"] if "blob" in f and f["path"] not in left_out})
     writes, held = [], []  # what to write where it is not there yet, and what stands there now
     for f in m["files"] + marked:
-        content = base64.b64encode(blobs[f["blob"]]).decode() if "blob" in f else f["content_b64"]
+        content = (None if f["path"] in left_out else base64.b64encode(blobs[f["blob"]]).decode()) if "blob" in f \
+            else f["content_b64"]
         target = {"path": f["path"], "content_b64": content, "mode": f["mode"] if content is not None else None}
         now = _file_change(ws.root, f["path"])
         if now != target:
             writes.append(target)
             held.append(now)
-    write_private(backup_file(ws.root), json.dumps({"base_before": before, "base_after": m["trunk"], "files": held}).encode())
+    write_private(backup_file(ws.root), json.dumps({"base_before": before, "base_after": m["trunk"], "files": held,
+                                                    "head_before": ws.head, "redacted_before": ws.redacted}).encode())
+    head_before, redacted_before = ws.head, ws.redacted
     try:
         _write_files(ws.root, writes)
-        git(ws.root, "reset", "-q", "--mixed", m["trunk"])  # HEAD and index to trunk; the files stay
-        ws.base, ws.trunk_copies = m["trunk"], [c["trunk_copy"] for c in conflicts if c["trunk_copy"]]
+        git(ws.root, "reset", "-q", "--mixed", head or m["trunk"])  # HEAD and index to trunk; the files stay
+        ws.base, ws.head, ws.redacted = m["trunk"], head, redacted
+        ws.trunk_copies = [c["trunk_copy"] for c in conflicts if c["trunk_copy"]]
         ws.save()
     except BaseException as e:
-        ws.base = before
+        ws.base, ws.head, ws.redacted = before, head_before, redacted_before
         _restore_backup(ws)
         if isinstance(e, (OSError, Usage)):
             raise Usage(f"sync stopped ({e}); the workspace is as it was before the sync") from None
         raise
     backup_file(ws.root).unlink()
     return {"base_before": before, "base_after": m["trunk"], "updated": m["updated"], "merged": m["merged"],
-            "conflicts": conflicts}
+            "conflicts": conflicts, "redacted": redacted}
 
 
 def end_files(ws: Workspace) -> list[dict]:

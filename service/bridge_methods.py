@@ -60,12 +60,13 @@ async def prepare_import(call: Call) -> dict:
 async def submit_import(call: Call, rs: RepoState, op: dict, append: Append) -> dict:
     """The facts of trunk_before -> commit (off the loop), then the decision."""
     await check_prepared(call, op, "human.prepare_import")
-    d = call.ctx
+    d, redacted = call.ctx, frozenset(rs.redacted)     # read on the loop
 
     def facts(store: pygit2.Repository) -> dict:
         _fast_forward(store, op["trunk_before"], op["commit"])
         base_map = d.tree_maps.get(store, op["trunk_before"])
-        return facts_json(facts_of(store, d.symbols, op["trunk_before"], base_map, d.tree_maps.get(store, op["commit"])))
+        return facts_json(facts_of(store, d.symbols, op["trunk_before"], base_map, d.tree_maps.get(store, op["commit"]),
+                                   redacted=redacted))
     return await append(partial(decide_import, facts=await on_store(call, facts)))
 
 

@@ -312,11 +312,14 @@ def _write_tree(repo: pygit2.Repository, tree: pygit2.Tree | None, edits: dict, 
 
 
 def facts_of(repo: pygit2.Repository, cache: SymbolCache, base: str, base_map: Mapping[str, TreeEntry],
-             new_map: Mapping[str, TreeEntry], files: list[dict] | None = None, blobs: Mapping[str, bytes] | None = None):
+             new_map: Mapping[str, TreeEntry], files: list[dict] | None = None, blobs: Mapping[str, bytes] | None = None,
+             redacted: frozenset[str] = frozenset()):
     """Facts of a proposal on commit `base` (whose index the symbol warmer may have kept);
     `files`, the proposal's (check_files), names every path that can differ: its paths, and
     the folders above them, where a file may have given way to a folder (build_commit).
-    `blobs`: bytes by id of blobs not in the store (planned_map's)."""
+    `blobs`: bytes by id of blobs not in the store (planned_map's). `redacted` blobs are never
+    read: each is one whole file of no lines (what an answer derives from contents, it must not
+    derive from theirs; docs/decisions.md, "Reads derived from a redacted blob's contents")."""
     paths = None
     if files is not None:
         paths = set()
@@ -325,4 +328,4 @@ def facts_of(repo: pygit2.Repository, cache: SymbolCache, base: str, base_map: M
             paths.update("/".join(parts[:i]) for i in range(1, len(parts) + 1))
     extra = blobs or {}
     return compute_facts(base_map, new_map, lambda oid: extra[oid] if oid in extra else repo[oid].data,
-                         cache, base, paths)
+                         cache, base, paths, opaque=redacted)

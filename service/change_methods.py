@@ -127,6 +127,7 @@ async def prepare(call: Call, rs: RepoState, base: str, files: list[dict], messa
     daemon writes its claim from them)."""
     d = call.ctx
     trunk, case_twins = rs.trunk, rs.policy.case_twins  # read on the loop: the thread reads no live state
+    redacted = frozenset(rs.redacted)
 
     def work(store: pygit2.Repository) -> Prepared | None:
         if not commit_exists(store, base):
@@ -137,7 +138,7 @@ async def prepare(call: Call, rs: RepoState, base: str, files: list[dict], messa
         else:
             blobs = None
             commit, new_map = build_commit(store, base, files, message, author, d.now_ms(), base_map, case_twins)
-        facts = facts_of(store, d.symbols, base, base_map, new_map, files, blobs)
+        facts = facts_of(store, d.symbols, base, base_map, new_map, files, blobs, redacted)
         mismatches = compare_claim(claim, facts) if claim is not None else []
         return Prepared(commit, facts_json(facts), list(facts.syntax_errors), mismatches, base_map,
                         {} if preview else d.tree_maps.get(store, trunk), facts.containers, facts.nesting)

@@ -63,14 +63,14 @@ async def submit_change(call: Call, rs: RepoState, op: dict, append: Append) -> 
     """The facts of base -> commit from the trees in the store (off the loop), then the decision."""
     d = call.ctx
     await check_prepared(call, op, "human.prepare_change")
-    trunk = rs.trunk  # read on the loop: the thread reads no live state
+    trunk, redacted = rs.trunk, frozenset(rs.redacted)  # read on the loop: the thread reads no live state
 
     def facts(store: pygit2.Repository) -> tuple[dict, list[str], list[str]]:
         """(facts, created_since_base paths, claim fields that differ from the facts)"""
         if not commit_exists(store, op["commit"]) or not commit_exists(store, op["base"]):
             raise LoncaError("invalid", "the op names a commit the store does not hold; prepare it again")
         base_map = d.tree_maps.get(store, op["base"])
-        found = facts_of(store, d.symbols, op["base"], base_map, d.tree_maps.get(store, op["commit"]))
+        found = facts_of(store, d.symbols, op["base"], base_map, d.tree_maps.get(store, op["commit"]), redacted=redacted)
         out = facts_json(found)
         trunk_map = d.tree_maps.get(store, trunk)
         created = [p for p in out["added_files"] if p in trunk_map and p not in base_map]

@@ -103,17 +103,24 @@ class QueueRunner:
             # the lanes' checks run on threads of their own: each takes its thread's handle
             return self._verify(self.d.store(repo), snap, prefix, commit, watched)
 
+        redacted, maps = frozenset(rs.redacted), self.d.tree_maps
+
         def work():
-            return run_lanes(self.d.store(repo), trunk, batch, prints, verify, pol.runners, committer, symbols,
-                             speculate=pol.speculate)
+            store = self.d.store(repo)
+            out = run_lanes(store, trunk, batch, prints, verify, pol.runners, committer, symbols, speculate=pol.speculate)
+            # a conflict's names are read from trunk's side too: none of a redacted blob's is logged
+            files = maps.get(store, trunk) if redacted and out.conflicted else {}
+            paths = {c.split("#", 1)[0] for _q, i in out.conflicted for c in i.conflicts}
+            return out, {p for p in paths if (e := files.get(p)) is not None and e.oid in redacted}
         self.d.verifying.update(q.change for q in batch)
         try:
-            out = await asyncio.to_thread(work)
+            out, hidden = await asyncio.to_thread(work)
         finally:
             self.d.verifying.difference_update(q.change for q in batch)
             self.d.running.end(repo, watched)
         for q, integration in out.conflicted:
-            conflicts = integration.conflicts
+            conflicts = list(dict.fromkeys(f"{c.split('#', 1)[0]}#<file>" if c.split("#", 1)[0] in hidden else c
+                                           for c in integration.conflicts))
             await self._log_one(rs, q.change, conflicts, [], [f"conflict:{c}" for c in conflicts] or ["merge_conflict"])
         if out.landed:
             verdict = out.landed_verdict

@@ -135,9 +135,10 @@ async def tree(call: Call) -> list | Raw:
         return [maps.entry(store, x, files[x]) for x in paths]
     files = await on_store(call, entries)
     if with_content:
-        if sum(gitstore.b64_size(f["size"]) for f in files) > call.ctx.config.limits.page_b64:
+        redacted = frozenset(call.repo_state().redacted)
+        if sum(gitstore.b64_size(f["size"]) for f in files if f["blob"] not in redacted) > call.ctx.config.limits.page_b64:
             raise LoncaError("too_large", "the tree's contents do not fit one line; fetch the manifest and page with blobs")
-        return await on_store(call, gitstore.with_contents, files, frozenset(call.repo_state().redacted))
+        return await on_store(call, gitstore.with_contents, files, redacted)
     for f in files:
         f["content_b64"] = None
     return files
@@ -159,10 +160,12 @@ async def blobs(call: Call) -> list:
             raise LoncaError("not_found", f"{missing[0]} is not in commit {commit}")
         return [gitstore.file_entry(store, x, files[x].oid, int(files[x].mode, 8)) for x in dict.fromkeys(wanted)]
     page = await on_store(call, entries)
-    budget = call.ctx.config.limits.page_b64
+    budget, redacted = call.ctx.config.limits.page_b64, frozenset(call.repo_state().redacted)
     total = 0
     for f in page:
+        if f["blob"] in redacted:   # served as null: it takes no room (a workspace asks for a big one alone)
+            continue
         total += gitstore.b64_size(f["size"])
         if total > budget:
             raise LoncaError("too_large", f"{f['path']} does not fit this page; ask for fewer files per page")
-    return await on_store(call, gitstore.with_contents, page, frozenset(call.repo_state().redacted))
+    return await on_store(call, gitstore.with_contents, page, redacted)

@@ -1,8 +1,11 @@
 """symbols: the symbol table of one file at a commit (trunk by default), for `lonca mcp`'s
-`symbols` tool and the Lonis provider: the ids an agent leases are taken from here, never built."""
+`symbols` tool and the Lonis provider: the ids an agent leases are taken from here, never built.
+A redacted blob has no table here: names and lines are read from its contents, which every read
+serves as null (docs/decisions.md, "Reads derived from a redacted blob's contents")."""
 import pygit2
 
 from lonca.protocol import LoncaError
+from lonca.symbols.languages import language_of
 
 from . import gitstore
 from .methods import Call, method
@@ -20,6 +23,7 @@ async def symbols(call: Call) -> dict:
     rs = call.repo_state()
     path = p["path"]
     commit = p.get("commit") or rs.trunk
+    redacted = frozenset(rs.redacted)  # read on the loop
 
     def read(store: pygit2.Repository):
         obj = gitstore.commit_of(store, commit)
@@ -29,8 +33,13 @@ async def symbols(call: Call) -> dict:
             raise LoncaError("not_found", f"{path} is not in commit {commit}") from None
         if found.type_str != "blob":
             raise LoncaError("not_found", f"{path} is not a file in commit {commit}")
+        if str(found.id) in redacted:
+            return None
         return call.ctx.symbols.table(path, str(found.id), lambda: store[found.id].data)
 
     table = await on_store(call, read)
+    if table is None:   # the path's whole-file id is all a lease can name; it holds no content
+        return {"path": path, "commit": commit, "language": language_of(path), "status": "redacted",
+                "symbols": [], "syntax_errors": []}
     return {"path": path, "commit": commit, "language": table.language, "status": table.status,
             "symbols": [symbol_json(s) for s in table.symbols], "syntax_errors": table.syntax_errors}

@@ -72,7 +72,7 @@ async def distance(call: Call) -> dict:
     return {"trunk": rs.trunk, "base": base, "behind": behind}
 
 
-@method("trunk.merge", "agent")
+@method("trunk.merge", "read")
 async def trunk_merge(call: Call) -> dict:
     """{"base", "files"} (the workspace's local changes) -> the same changes on today's trunk:
     {"trunk", "files", "updated", "merged", "conflicts"}. `files` is explicit about every path
@@ -92,7 +92,8 @@ async def trunk_merge(call: Call) -> dict:
         if not commit_exists(store, base):
             raise LoncaError("not_found", f"no commit {base} in this repository")
         base_map = d.tree_maps.get(store, base)
-        local, local_map = (build_commit(store, base, files, "lonca sync", call.auth.agent or "agent", d.now_ms(), base_map)
+        local, local_map = (build_commit(store, base, files, "lonca sync", call.auth.agent or call.auth.human or "agent",
+                                                         d.now_ms(), base_map)
                             if files else (base, base_map))
         base_tree, trunk_tree = store[base].peel(pygit2.Commit).tree_id, store[trunk].peel(pygit2.Commit).tree_id
         deltas = store.diff(base_tree, trunk_tree).deltas
@@ -112,7 +113,8 @@ async def trunk_merge(call: Call) -> dict:
                 # trunk's side of a redacted blob is sent neither alone nor inside conflict markers
                 hidden = path in before and str(before[path].oid) in redacted
                 text = None if hidden else result.conflict_text(path, trunk[:12])
-                symbols = sorted(c for c in result.conflicts if c.split("#", 1)[0] == path)
+                # the names are read from both sides' contents too: none of a redacted side's
+                symbols = [] if hidden else sorted(c for c in result.conflicts if c.split("#", 1)[0] == path)
                 conflicts.append({"path": path, "symbols": symbols,
                                   "content_b64": base64.b64encode(text).decode() if text is not None else None,
                                   "trunk_b64": base64.b64encode(store[before[path].oid].data).decode()

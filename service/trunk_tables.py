@@ -2,6 +2,9 @@
 what trunk defines in an insert's containers, how its sections nest, and what a lease names that
 trunk does not have (docs/decisions.md, "Leases on symbols trunk does not have").
 
+A file whose blob a human redacted has the opaque table (one whole file, no names): a lease's
+warnings and an insert's names must not tell what it defines.
+
 The tables come from memory when trunk's tree map and those tables are held (the warmer holds
 them: no thread hop, no git), else from one worker thread with its own git handle, which may
 parse. A lease.acquire resolved trunk three times on three threads before (bench leases)."""
@@ -9,7 +12,7 @@ import pygit2
 
 from lonca.symbols import SymbolCache
 from lonca.symbols.languages import SECTION_LANGUAGES, language_of
-from lonca.symbols.table import FileSymbols
+from lonca.symbols.table import FileSymbols, opaque_file
 
 from .change_build import TreeMaps
 from .lease_model import FILE, covers, split
@@ -22,17 +25,18 @@ SUBMODULE = "160000"
 
 async def read(call: Call, paths: list[str]) -> Tables:
     """The tables at trunk of `paths`; {} when the repository has no trunk."""
-    trunk = call.repo_state().trunk     # read on the loop: the thread reads no live state
+    rs = call.repo_state()
+    trunk, redacted = rs.trunk, frozenset(rs.redacted)     # read on the loop: the thread reads no live state
     if not trunk or not paths:
         return {}
     d = call.ctx
-    held = _held(d.tree_maps, d.symbols, trunk, paths)
+    held = _held(d.tree_maps, d.symbols, trunk, paths, redacted)
     if held is not None:
         return held
-    return await on_store(call, _read_on_thread, d.tree_maps, d.symbols, trunk, paths)
+    return await on_store(call, _read_on_thread, d.tree_maps, d.symbols, trunk, paths, redacted)
 
 
-def _held(maps: TreeMaps, symbols: SymbolCache, trunk: str, paths: list[str]) -> Tables | None:
+def _held(maps: TreeMaps, symbols: SymbolCache, trunk: str, paths: list[str], redacted: frozenset[str]) -> Tables | None:
     """The tables from memory, None unless every one is held."""
     files = maps.held(trunk)
     if files is None:
@@ -43,6 +47,8 @@ def _held(maps: TreeMaps, symbols: SymbolCache, trunk: str, paths: list[str]) ->
         e = files.get(path)
         if e is None or e.mode == SUBMODULE:
             out[path] = None
+        elif e.oid in redacted:
+            out[path] = opaque_file(path, language_of(path))
         else:
             wanted.append((path, e.oid))
     found = symbols.held(wanted)
@@ -52,15 +58,16 @@ def _held(maps: TreeMaps, symbols: SymbolCache, trunk: str, paths: list[str]) ->
     return out
 
 
-def _read_on_thread(store: pygit2.Repository, maps: TreeMaps, symbols: SymbolCache, trunk: str, paths: list[str]) -> Tables:
+def _read_on_thread(store: pygit2.Repository, maps: TreeMaps, symbols: SymbolCache, trunk: str, paths: list[str],
+                    redacted: frozenset[str]) -> Tables:
     """On a worker thread: trunk's map (from its parent's when that is held), then each table,
     read and parsed if need be; what it reads stays held for the next request."""
     files = maps.get(store, trunk)
     out: Tables = {}
     for path in paths:
         e = files.get(path)
-        out[path] = None if e is None or e.mode == SUBMODULE else \
-            symbols.table(path, e.oid, lambda oid=e.oid: store[oid].data)
+        out[path] = None if e is None or e.mode == SUBMODULE else opaque_file(path, language_of(path)) \
+            if e.oid in redacted else symbols.table(path, e.oid, lambda oid=e.oid: store[oid].data)
     return out
 
 

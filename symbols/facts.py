@@ -36,9 +36,9 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable, Mapping, NamedTuple
 
 from .cache import SymbolCache
-from .languages import SECTION_LANGUAGES
+from .languages import SECTION_LANGUAGES, language_of
 from .mentions import NameIndex, mentioned
-from .table import APPEND, NOT_NAMES, FileSymbols, Symbol, cut, normalize, whole_file
+from .table import APPEND, NOT_NAMES, FileSymbols, Symbol, cut, normalize, opaque_file, whole_file
 from .textdiff import changed_rows
 from .trees import TreeEntry, mode_word
 
@@ -93,8 +93,10 @@ class Facts:
 def compute_facts(base: Mapping[str, TreeEntry], new: Mapping[str, TreeEntry],
                   load: Callable[[str], bytes], cache: SymbolCache | None = None,
                   base_key: str | None = None, paths: Iterable[str] | None = None,
-                  affected: bool = True) -> Facts:
-    """Facts of going from `base` to `new`; `load(oid)` gives a blob's bytes. `base_key` names
+                  affected: bool = True, opaque: frozenset[str] = frozenset()) -> Facts:
+    """Facts of going from `base` to `new`; `load(oid)` gives a blob's bytes; a blob of
+    `opaque` is never read: it is one whole file of no lines (opaque_file), as a binary file's
+    lines are not counted, and none of its symbols is `affected`. `base_key` names
     the base tree (mentions.warm_base): when the cache holds its index, `affected` reads only
     the files that hold the names it looks for. `paths`, when the caller knows them, holds every
     path where the trees may differ: the rest are not compared (a scan of 100 000 paths cost
@@ -102,7 +104,7 @@ def compute_facts(base: Mapping[str, TreeEntry], new: Mapping[str, TreeEntry],
     changed ones (a hook's write step, judged on leases alone)."""
     cache = cache if cache is not None else SymbolCache()
     index = cache.base_index(base_key) if base_key is not None else None
-    return _Change(base, new, load, cache, index).run(paths, affected)
+    return _Change(base, new, load, cache, index, opaque).run(paths, affected)
 
 
 class _Side(NamedTuple):
@@ -114,9 +116,9 @@ class _Side(NamedTuple):
 class _Change:
     def __init__(self, base: Mapping[str, TreeEntry], new: Mapping[str, TreeEntry],
                  load: Callable[[str], bytes], cache: SymbolCache,
-                 index: NameIndex | None) -> None:
+                 index: NameIndex | None, opaque: frozenset[str] = frozenset()) -> None:
         self.base, self.new, self.load, self.cache = base, new, load, cache
-        self.index = index
+        self.index, self.opaque = index, opaque
         self.facts = Facts()
         self.gone: dict[str, Symbol] = {}       # base symbols deleted or with a new signature
 
@@ -149,6 +151,10 @@ class _Change:
         """`entry` at `path`: its table (spliced from `base`'s, the side it replaces, when it
         can be) and, `with_data`, its bytes."""
         mode = mode_word(entry.mode)
+        if entry.oid in self.opaque:
+            return _Side(entry.oid, opaque_file(path, language_of(path)), None)
+        if base is not None and base.oid in self.opaque:
+            base = None     # nothing to splice from
         if mode == "submodule":
             return _Side(entry.oid, whole_file(path, None, "unparsed", entry.oid.encode(), []), None)
         if mode == "symlink":   # its content is a path, whatever the extension says
@@ -302,6 +308,8 @@ class _Change:
         if not names:
             return
         found = mentioned(names, self.base, self.cache, self.load, self.index)
+        if self.opaque:     # what an opaque file mentions is read from its contents
+            found = {s for s in found if (e := self.base.get(s.split("#", 1)[0])) is None or e.oid not in self.opaque}
         ordered = sorted(found - self.gone.keys())
         f.affected = ordered[:MAX_AFFECTED]
         f.affected_more = max(0, len(ordered) - MAX_AFFECTED)

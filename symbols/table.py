@@ -75,7 +75,7 @@ class Symbol:
 class FileSymbols:
     path: str
     language: str | None
-    status: str             # "parsed" | "unparsed" (no grammar) | "unread" (grammar failed)
+    status: str             # "parsed" | "unparsed" (no grammar) | "unread" (grammar failed) | "opaque" (not to be read)
     symbols: list[Symbol]
     syntax_errors: list[str]
     names: frozenset[str]   # identifiers the file mentions (a superset once spliced)
@@ -184,6 +184,12 @@ def whole_file(path: str, language: str | None, status: str, data: bytes,
     sym = Symbol(f"{path}#{FILE}", FILE, FILE, "file", None, 0, len(data), 1, max(1, lines),
                  digest(b""), digest(data))
     return FileSymbols(path, language, status, [sym], errors, frozenset(), (), lines)
+
+
+def opaque_file(path: str, language: str | None) -> FileSymbols:
+    """A file whose contents are not to be read (its caller says which: Lonca's redacted blobs):
+    one symbol, `path#<file>`, and no lines, so nothing in it is named or counted."""
+    return whole_file(path, language, "opaque", b"", [])
 
 
 def syntax_errors(path: str, root: Node) -> list[str]:

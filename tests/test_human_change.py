@@ -305,3 +305,41 @@ def test_a_change_over_one_line_of_64_kib(repo_env):
     assert prepared["facts"]["added_files"] == ["lib/table.py"] and prepared["facts"]["lines_added"] == 20_000
     assert env.submit(prepared["op"])["decision"]["outcome"] == "allow"
     wait_for(env, prepared["op"]["change"], "integrated")
+
+
+def test_a_human_workspace_syncs_and_proposes_again(repo_env, tmp_path):
+    """The human's loop (issue 14): a workspace of `workspace create`, `lonca propose` as the human,
+    integrated; agents move trunk; `lonca sync` with the human's session (trunk.merge is a read);
+    propose again on the new base."""
+    env, w = repo_env, repo_env.w
+    root = tmp_path / "mine"
+    created = w.cli_json("workspace", "create", "--dir", str(root))
+    (root / "lib" / "util.py").write_text("def helper():\n    return 41\n")
+    first = json.loads(w.cli("propose", "-m", "helper 41", "--json", cwd=root, check=True).stdout)
+    assert first["status"] == "queued" and first["details"] == []
+    assert wait_for(env, first["change"], "integrated")["actor"] == {"kind": "human", "name": "alice"}
+    # agents move trunk: one edits a symbol of app.py, another adds a file
+    for name, symbol, changes in (("alpha", "app.py#charge", {"app.py": APP.replace("amount * 2", "amount * 6")}),
+                                  ("beta", "lib/new.py#<file>", {"lib/new.py": "def new():\n    return 1\n"})):
+        agent = env.agent(name)
+        acquire(env.client, agent["token"], symbol)
+        wait_for(env, propose(env.client, agent["token"], env.trunk, changes)["change"], "integrated")
+    # a local edit of another symbol of app.py, made before the sync, is merged symbol by symbol
+    (root / "app.py").write_text(APP.replace("charge(1)", "charge(3)"))
+    synced = json.loads(w.cli("sync", "--json", cwd=root, check=True).stdout)
+    trunk = env.trunk
+    assert synced["base_before"] == created["base"] != trunk
+    assert synced["base_after"] == trunk and synced["conflicts"] == [] and synced["redacted"] == []
+    assert (root / "lib" / "new.py").read_text() == "def new():\n    return 1\n"
+    assert (root / "app.py").read_text() == APP.replace("amount * 2", "amount * 6").replace("charge(1)", "charge(3)")
+    assert subprocess.run(["git", "-C", str(root), "status", "--porcelain"], capture_output=True, text=True,
+                          check=True).stdout == " M app.py\n"
+    second = json.loads(w.cli("propose", "-m", "pay charges 3", "--json", cwd=root, check=True).stdout)
+    got = wait_for(env, second["change"], "integrated")
+    assert got["base"] == trunk and got["paths"] == ["app.py"] and got["claim"]["edits"] == ["app.py#Client.pay"]
+    assert "agent" not in w.cli("sync", "--json", cwd=root, check=True).stderr
+    # a plain git checkout is git's to update: sync says so and what makes a workspace
+    checkout = tmp_path / "checkout"
+    subprocess.run(["git", "clone", "-q", "-b", "main", str(w.home / "repos" / "demo.git"), str(checkout)], check=True)
+    res = w.cli("sync", "--json", cwd=checkout)
+    assert res.returncode == 3 and res.stdout == "" and "lonca workspace create" in res.stderr

@@ -4,10 +4,11 @@ it, change.get's evidence answers a redacted log as null, trunk.bundle refuses w
 The set survives a restart, from a checkpoint and from a replay of the whole log. Real worker on a
 real socket, real git store and check processes, SQLite and PostgreSQL."""
 import base64
+import json
 
 from conftest import git
-from helpers import session_op
-from lonca.protocol import LoncaError
+from helpers import acquire, propose, session_op
+from lonca.protocol import LoncaError, claim_from_facts
 from test_checkpoints import sql
 from test_human_change import prepare, wait_for
 
@@ -167,11 +168,14 @@ def test_a_conflict_in_trunk_merge_does_not_send_the_redacted_trunk_side(repo_en
     agent = env.agent("merger")["token"]
     local = [{"path": "app.py", "content_b64": base64.b64encode(b"def charge(amount):\n    return amount * 5\n").decode(),
               "mode": None}]
-    got = env.client.call("trunk.merge", {"base": base, "files": local}, token=agent)
-    conflict, = got["conflicts"]
-    # trunk's side, alone or inside conflict markers, is not sent: both are null (as for a binary file)
-    assert conflict["path"] == "app.py" and conflict["trunk_b64"] is None and conflict["content_b64"] is None
-    assert "SECRET" not in str(got)
+    # an agent's sync and a human's (trunk.merge is a read): the same guard
+    for got in (env.client.call("trunk.merge", {"base": base, "files": local}, token=agent),
+                env.client.call("trunk.merge", {"base": base, "files": local}, repo="demo", token=env.token)):
+        conflict, = got["conflicts"]
+        # trunk's side, alone or inside conflict markers, is not sent: both are null (as for a binary file)
+        assert conflict["path"] == "app.py" and conflict["trunk_b64"] is None and conflict["content_b64"] is None
+        assert conflict["symbols"] == []    # names are read from trunk's side too
+        assert "SECRET" not in str(got)
 
 
 def test_a_symbol_merge_with_a_redacted_trunk_side_is_not_sent(repo_env):
@@ -187,9 +191,10 @@ def test_a_symbol_merge_with_a_redacted_trunk_side_is_not_sent(repo_env):
     # another symbol of the same file: the symbol merge would answer trunk's charge, secret and all
     local = [{"path": "app.py", "content_b64": base64.b64encode(text.replace("charge(1)", "charge(2)").encode()).decode(),
               "mode": None}]
-    got = env.client.call("trunk.merge", {"base": base, "files": local}, token=agent)
-    assert got["conflicts"] == [{"path": "app.py", "symbols": [], "content_b64": None, "trunk_b64": None}]
-    assert "SECRET" not in str(got) and "app.py" not in [f["path"] for f in got["files"]]
+    for got in (env.client.call("trunk.merge", {"base": base, "files": local}, token=agent),
+                env.client.call("trunk.merge", {"base": base, "files": local}, repo="demo", token=env.token)):
+        assert got["conflicts"] == [{"path": "app.py", "symbols": [], "content_b64": None, "trunk_b64": None}]
+        assert "SECRET" not in str(got) and "app.py" not in [f["path"] for f in got["files"]]
 
 
 def test_a_push_never_hands_a_remote_a_redacted_blob_it_lacks(repo_env, tmp_path):
@@ -223,3 +228,89 @@ def test_a_push_never_hands_a_remote_a_redacted_blob_it_lacks(repo_env, tmp_path
     assert "refs/heads/main" in env.submit(prepare_push(early))["push"]
     assert git("cat-file", "-t", blob, cwd=early).strip() == "blob"
     assert git("for-each-ref", cwd=late).strip() == ""   # nothing went there
+
+
+def test_symbols_has_no_table_of_a_redacted_blob(repo_env):
+    """symbols reads names and lines from a blob's contents: of a redacted blob it answers none,
+    at trunk and at an older commit that holds it, to an agent and to a human, from the CLI too."""
+    env = repo_env
+    base = env.trunk
+    op = prepare(env, {"app.py": "def charge(amount):\n    return amount * 2\n\n\ndef sk_live_SECRET():\n    pass\n"})["op"]
+    env.submit(op)
+    wait_for(env, op["change"], "integrated")
+    trunk = env.trunk
+    agent = env.agent("reader")["token"]
+    ask = {"path": "app.py", "commit": None}
+    assert "app.py#sk_live_SECRET" in [s["id"] for s in env.client.call("symbols", ask, token=agent)["symbols"]]
+    redact(env, files_of(env, trunk)["app.py"]["blob"])
+    for got in (env.client.call("symbols", ask, token=agent), env.client.call("symbols", ask, repo="demo", token=env.token),
+                env.w.cli_json("symbols", "app.py", "--repo", "demo")):
+        assert got == {"path": "app.py", "commit": trunk, "language": "python", "status": "redacted", "symbols": [],
+                       "syntax_errors": []}
+    # the older blob of app.py is not redacted: its table is served, and other files' too
+    older = [s["id"] for s in env.client.call("symbols", {"path": "app.py", "commit": base}, token=agent)["symbols"]]
+    assert "app.py#Client.pay" in older and "app.py#sk_live_SECRET" not in older
+    assert env.client.call("symbols", {"path": "lib/util.py", "commit": None}, token=agent)["status"] == "parsed"
+
+
+def test_facts_and_lease_answers_read_nothing_of_a_redacted_blob(repo_env):
+    """facts.preview, change.propose (its answer and its log entry), human.prepare_change and
+    lease.acquire's warnings derive names and line counts from contents: a redacted blob is one
+    whole file of no lines to them (opaque), so none of its symbols is named, counted, `affected`
+    or told apart by a lease's warning."""
+    env = repo_env
+    secret = "def charge(amount):\n    return amount * 2\n\n\ndef sk_live_SECRET():\n    return helper()\n"
+    op = prepare(env, {"app.py": secret})["op"]
+    env.submit(op)
+    wait_for(env, op["change"], "integrated")
+    redact(env, files_of(env, env.trunk)["app.py"]["blob"])
+    agent = env.agent("writer")["token"]
+    trunk = env.trunk
+    rewrite = [{"path": "app.py", "content_b64": base64.b64encode(b"def charge(amount):\n    return amount\n").decode(),
+                "mode": None}]
+    preview = env.client.call("facts.preview", {"base": trunk, "files": rewrite}, token=agent)
+    facts = preview["facts"]
+    assert facts["edits"] == ["app.py#<file>"] and facts["deletes"] == [] and facts["adds"] == []
+    assert (facts["lines_added"], facts["lines_removed"]) == (0, 0)
+    assert [(d["symbol"], d["code"]) for d in preview["leases"]] == [("app.py#<file>", "free")]
+    # a change elsewhere whose deleted name the redacted file mentions: it is not `affected`
+    util = [{"path": "lib/util.py", "content_b64": None, "mode": None}]
+    assert env.client.call("facts.preview", {"base": trunk, "files": util}, token=agent)["facts"]["affected"] == []
+    # a lease's warnings are the same for a name the file defines and one it does not
+    for name in ("sk_live_SECRET", "no_such_name"):
+        got = acquire(env.client, agent, f"app.py#{name}")
+        assert got["decision"]["outcome"] == "allow" and got["warnings"] == [], got
+        env.client.call("lease.release", {"set": got["set"]}, token=agent)
+    acquire(env.client, agent, "app.py#<file>")
+    res = env.client.call("change.propose", {"change": None, "base": trunk, "files": rewrite,
+                                             "claim": claim_from_facts(facts, "charge is the amount")}, token=agent)
+    assert res["decision"]["outcome"] == "allow" and res["facts"]["edits"] == ["app.py#<file>"]
+    wait_for(env, res["change"], "integrated")
+    # a human's change that deletes the file: prepared and submitted facts name no symbol in it
+    env.submit({"op": "redact", "blob": files_of(env, env.trunk)["app.py"]["blob"], "reason": "still"})
+    human = prepare(env, {"app.py": None})
+    assert human["facts"]["deletes"] == ["app.py#<file>"] and human["facts"]["lines_removed"] == 0
+    assert env.submit(human["op"])["decision"]["outcome"] == "allow"
+    entries = [e["entry"] for e in env.log() if e["entry"]["op"]["op"] == "change.propose"]
+    assert "sk_live_SECRET" not in json.dumps(entries[1:])   # the first was logged before the redaction
+
+
+def test_a_conflict_with_a_redacted_trunk_side_is_logged_by_its_file(repo_env):
+    """The merge queue names a conflict's symbols from both sides: where trunk's side is a
+    redacted blob, the conflict is logged as its whole file (path#<file>), in the change's status,
+    the integrate entry and the agent's event."""
+    env = repo_env
+    base = env.trunk
+    op = prepare(env, {"app.py": "def charge(amount):\n    return amount * 4  # SECRET\n\n\nclass Client:\n"
+                                 "    def pay(self):\n        return charge(1)\n"})["op"]
+    env.submit(op)
+    wait_for(env, op["change"], "integrated")
+    redact(env, files_of(env, env.trunk)["app.py"]["blob"])
+    agent = env.agent("late")["token"]
+    acquire(env.client, agent, "app.py#<file>")
+    late = propose(env.client, agent, base, {"app.py": "def charge(amount):\n    return amount * 5\n\n\nclass Client:\n"
+                                                       "    def pay(self):\n        return charge(1)\n"})
+    got = wait_for(env, late["change"], "conflicted")
+    assert got["status"]["symbols"] == ["app.py#<file>"] and got["integrate_decision"]["reasons"] == ["conflict:app.py#<file>"]
+    told = [e for e in env.client.call("events", {"from": 1}, token=agent)["events"] if e["kind"] == "conflicted"]
+    assert [e["conflicts"] for e in told] == [["app.py#<file>"]]

@@ -62,7 +62,8 @@ def test_session_lease_propose_sync_end(repo, tmp_path):
     wait_trunk_has(w, "amount * 3")
     (wb / "app.py").write_text(APP.replace("charge(1)", "charge(2)"))
     s = run(w, "sync", "--json", cwd=wb)
-    assert set(s) == {"base_before", "base_after", "updated", "merged", "conflicts"}
+    # the seed's fields, and `redacted` (trunk's files left out: docs/decisions.md, issue 14)
+    assert set(s) == {"base_before", "base_after", "updated", "merged", "conflicts", "redacted"}
     assert s["base_before"] != s["base_after"] and s["updated"] == ["app.py"] and s["conflicts"] == []
     text = (wb / "app.py").read_text()
     assert "amount * 3" in text and "charge(2)" in text  # trunk came in, the local edit stayed
@@ -150,7 +151,7 @@ def test_json_shapes_of_the_other_commands(repo, tmp_path):
     ins = run(w, "lease", "acquire", "app.py#Client", "--kind", "insert", "--names", "refund,void", "--intent", "y", "--json", cwd=wb)
     assert ins["decision"]["outcome"] == "allow"
     ws = run(w, "workspace", "create", "--dir", str(tmp_path / "ro"), "--json")
-    assert set(ws) == {"workspace", "repo", "base"} and (tmp_path / "ro" / "app.py").exists()
+    assert set(ws) == {"workspace", "repo", "base", "redacted"} and ws["redacted"] == [] and (tmp_path / "ro" / "app.py").exists()
     nothing = w.cli("propose", "--json", cwd=wa)
     assert nothing.returncode == 3 and nothing.stdout == "" and "no local changes" in nothing.stderr
     outside = w.cli("propose", "--json", cwd=tmp_path)
