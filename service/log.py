@@ -13,6 +13,7 @@ writes and reads that would need the undone batch answer at once, instead of han
 import asyncio
 import logging
 import time
+from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,11 +40,13 @@ DAEMON = {"kind": "daemon"}
 # spent twice the CPU of the insert itself, on the database thread but holding the GIL.
 LOG_INSERT = insert(LogRow.__table__)  # type: ignore[arg-type]
 log = logging.getLogger("lonca.log")
-RECOVER_BACKOFF_S = (0.1, 5.0)
+RECOVER_BACKOFF_S = (0.1, 5.0)  # first and longest wait between replays while the database is away
 # The loop's turn: a batch of 50 proposals (decide, canonical JSON, hash, sign, apply: 0.3-1 ms
 # each) held every other request for tens of ms; past this it lets them in. The entries applied
 # so far are not durable yet, which readers already wait for (`settled`), as during a commit.
-TURN_S = 0.002  # first and longest wait between replays while the database is away
+# A quick entry (a heartbeat) that came meanwhile is decided at that turn and the batch is cut
+# there: committed with what was decided so far, the rest decided as the next batch.
+TURN_S = 0.002
 # The witness of each log's head (lonca.audit) is rewritten after a commit when no other batch
 # waits, else at most this often: a file made and renamed cost more CPU than the commit's own
 # Python and held up every answer of the batch (bench leases). Behind the log is what it allows.
@@ -93,6 +96,7 @@ class LogWriter:
         self.now_ms = now_ms
         self.on_failure = on_failure
         self._pending: list[tuple[str, Callable[[], Draft], asyncio.Future]] = []
+        self._quick: list[tuple[str, Callable[[], Draft], asyncio.Future]] = []  # decided first (append)
         self._wake = asyncio.Event()
         self._appended = asyncio.Condition()
         # Entries are applied to the state as they are decided and become durable a commit
@@ -130,13 +134,16 @@ class LogWriter:
             log.error("the database %s failed: %s", self.db_name, cause)
             raise self.down(cause) from None
 
-    async def append(self, repo: str, decide: Callable[[], Draft]) -> dict:
+    async def append(self, repo: str, decide: Callable[[], Draft], quick: bool = False) -> dict:
         """Decide and log; returns {"seq", "decision", **the draft's result}. A LoncaError raised
-        by `decide` is the answer and nothing is logged."""
+        by `decide` is the answer and nothing is logged. `quick`: a decision of a few µs whose
+        caller waits on the answer to go on (a heartbeat): decided before the entries queued
+        ahead of it, and it cuts a batch of long ones (TURN_S). Requests in flight together may
+        be logged in either order: none was answered before the other was sent."""
         if self.broken:
             raise self.down()
         fut = asyncio.get_running_loop().create_future()
-        self._pending.append((repo, decide, fut))
+        (self._quick if quick else self._pending).append((repo, decide, fut))
         self._wake.set()
         return await fut
 
@@ -171,16 +178,27 @@ class LogWriter:
 
     async def _write_batch(self) -> None:
         loop = asyncio.get_running_loop()
-        batch, self._pending = self._pending, []
+        batch = deque(self._quick + self._pending)
+        quick_in = bool(self._quick)     # a batch holding a quick entry is cut at its next turn
+        self._quick, self._pending = [], []
         entries: list[dict] = []
         signers: list[Ed25519PrivateKey] = []
         rows: list[SQLModel] = []
         answers: list[tuple[asyncio.Future, dict | LoncaError, Draft, int]] = []
         turn = time.perf_counter()
-        for repo, decide, fut in batch:
+        while batch:
             if time.perf_counter() - turn > TURN_S:     # a long batch lets the loop answer between entries
                 await asyncio.sleep(0)
                 turn = time.perf_counter()
+                if self._quick:     # came meanwhile: decided now, ahead of the rest of the batch
+                    batch.extendleft(reversed(self._quick))
+                    self._quick = []
+                    quick_in = True
+                elif quick_in:      # the rest is the next batch's, decided after this commit
+                    self._pending[:0] = batch
+                    self._wake.set()
+                    break
+            repo, decide, fut = batch.popleft()
             try:
                 draft = decide()
                 row, entry, signer = self._entry(repo, draft)
@@ -248,10 +266,10 @@ class LogWriter:
         loop = asyncio.get_running_loop()
         wait, longest = RECOVER_BACKOFF_S
         while True:
-            for _, _, fut in self._pending:  # queued before the failure: refused like the rest
+            for _, _, fut in self._quick + self._pending:  # queued before the failure: refused like the rest
                 if not fut.done():
                     fut.set_exception(self.down())
-            self._pending = []
+            self._quick, self._pending = [], []
             async with self._appended:
                 self._appended.notify_all()
             try:
