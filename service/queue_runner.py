@@ -88,7 +88,6 @@ class QueueRunner:
         """One round of up to batch_size changes: merged, verified (bisected on a failure; in
         independent lanes at once under [queue] runners > 1), then logged; trunk's ref moves
         after the entry is durable."""
-        self._trunk_unlocked(rs)
         window = self._ordered(rs)[: max(1, rs.policy.batch_size)]
         batch = [self._queued(rs, cid) for cid in window]
         prints = [footprint(rs.changes[cid].paths, rs.changes[cid].facts) for cid in window]
@@ -104,6 +103,7 @@ class QueueRunner:
             return self._verify(self.d.store(repo), snap, prefix, commit, watched)
 
         def work():
+            self._trunk_unlocked(rs)    # a stat: on the loop, taking the GIL back after it waited behind threads
             return run_lanes(self.d.store(repo), trunk, batch, prints, verify, pol.runners, committer, symbols,
                              speculate=pol.speculate)
         self.d.verifying.update(q.change for q in batch)
