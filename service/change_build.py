@@ -71,12 +71,18 @@ class TreeMaps:
         self._lock = threading.Lock()  # shared by the worker's threads
         self.size = size
 
-    def held(self, commit_id: str) -> Mapping[str, TreeEntry] | None:
-        with self._lock:
+    def held(self, commit_id: str, wait: bool = True) -> Mapping[str, TreeEntry] | None:
+        """The map if held; `wait=False` (the event loop): None while a thread holds the lock
+        (SymbolCache.held says why)."""
+        if not self._lock.acquire(wait):
+            return None
+        try:
             m = self._maps.get(commit_id)
             if m is not None:
                 self._maps.move_to_end(commit_id)
             return m
+        finally:
+            self._lock.release()
 
     def get(self, repo: pygit2.Repository, commit_id: str) -> Mapping[str, TreeEntry]:
         held = self.held(commit_id)
