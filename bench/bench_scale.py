@@ -269,9 +269,11 @@ def one_size(n_files: int, n_changes: int, n_agents: int) -> dict:
             cpu = cpu_s(w.proc.pid)
             with w.profiling():
                 out.update(asyncio.run(integrations(w, tokens, n_files, n_changes)))
-            lag = json.loads((tmp / "profile.json").read_text())["loop_lag_ms"]
-            out["event loop lag p99 during integrations (ms)"] = lag["p99"]
-            out["event loop lag max during integrations (ms)"] = lag["max"]
+            profile = json.loads((tmp / "profile.json").read_text())
+            out["event loop lag p99 during integrations (ms)"] = profile["loop_lag_ms"]["p99"]
+            out["event loop lag max during integrations (ms)"] = profile["loop_lag_ms"]["max"]
+            out["collector's longest pause during integrations (ms)"] = \
+                max((g["longest_ms"] for g in profile["gc"].values()), default=0.0)
             out["worker CPU per integration (ms)"] = (cpu_s(w.proc.pid) - cpu) * 1000 / max(1, out["_landed"])
             time.sleep(1)
             rewarms = [ms for what, ms, _ in warm_lines(w.output) if "changed since" in what]
