@@ -12,6 +12,7 @@ backoff until the database answers again). Until that replay succeeds the writer
 writes and reads that would need the undone batch answer at once, instead of hanging."""
 import asyncio
 import logging
+import threading
 import time
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
@@ -47,9 +48,11 @@ RECOVER_BACKOFF_S = (0.1, 5.0)  # first and longest wait between replays while t
 # A quick entry (a heartbeat) that came meanwhile is decided at that turn and the batch is cut
 # there: committed with what was decided so far, the rest decided as the next batch.
 TURN_S = 0.002
-# The witness of each log's head (lonca.audit) is rewritten after a commit when no other batch
-# waits, else at most this often: a file made and renamed cost more CPU than the commit's own
-# Python and held up every answer of the batch (bench leases). Behind the log is what it allows.
+# The witness of each log's head (lonca.audit) is written on a thread of its own after the commits,
+# at most this often: a file made and renamed cost more CPU than the commit's own Python (bench
+# leases), and on the database thread its four system calls, each taking the GIL back behind the
+# threads running Python, held up every answer of the batch (40 % of that thread's busy samples
+# while the loop was held up, bench scale at 100 000 files). Behind the log is what it allows.
 WITNESS_EVERY_S = 0.1
 
 
@@ -105,8 +108,11 @@ class LogWriter:
         self._durable = 0
         self.durable_next: dict[str, int] = {}  # repo -> the seq after its last durable entry
         self._db = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lonca-log")
-        self._witness_owed: dict[str, dict] = {}  # repo -> its last durable entry's row; the database thread's
-        self._witness_at = 0.0
+        self._witness_lock = threading.Lock()
+        self._witness_owed: dict[str, dict] = {}  # repo -> its last durable entry's row (under the lock)
+        self._witness_queued = False               # a write is queued or running (under the lock)
+        self._witness_at = 0.0                     # when the last write began (the witness thread's)
+        self._witnesses = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lonca-witness")
         self._task: asyncio.Task | None = None
 
     def start(self, on_fatal) -> None:
@@ -115,8 +121,8 @@ class LogWriter:
     async def stop(self) -> None:
         if self._task:
             self._task.cancel()
-        self._db.submit(self._write_witness)
         self._db.shutdown(wait=True)
+        self._witnesses.shutdown(wait=True)     # the last commits' witness, queued by them
 
     def down(self, cause: str | None = None) -> LoncaError:
         """The answer while the database fails."""
@@ -221,8 +227,6 @@ class LogWriter:
                 answer = LoncaError("internal", f"the entry was logged at seq {entry['seq']} but its answer failed: {type(e).__name__}")
             answers.append((fut, answer, draft, entry["seq"]))
         if not entries:
-            if self._witness_owed:  # the batch that was waiting wrote nothing: the witness catches up now
-                await loop.run_in_executor(self._db, self._write_witness)
             return
         try:
             await loop.run_in_executor(self._db, self._commit, entries, signers, rows)
@@ -321,13 +325,19 @@ class LogWriter:
         else:   # the leases' entries: no Session (its bookkeeping cost more than the insert itself)
             with self.engine.begin() as conn:
                 conn.execute(LOG_INSERT, entries)
-        self._witness_owed.update((e["repo"], e) for e in entries)  # the last of each repository's
-        if not self._pending or time.monotonic() - self._witness_at >= WITNESS_EVERY_S:
-            self._write_witness()
+        with self._witness_lock:
+            self._witness_owed.update((e["repo"], e) for e in entries)  # the last of each repository's
+            queued, self._witness_queued = self._witness_queued, True
+        if not queued:
+            self._witnesses.submit(self._write_witness)
 
     def _write_witness(self) -> None:
-        """On the database thread: the witness of each log committed since the last one."""
-        owed, self._witness_owed = self._witness_owed, {}
+        """On the witness thread: the witness of each log committed since the last one, at most
+        once a WITNESS_EVERY_S (what commits meanwhile goes in the same write)."""
+        time.sleep(max(0.0, self._witness_at + WITNESS_EVERY_S - time.monotonic()))
+        with self._witness_lock:
+            owed, self._witness_owed = self._witness_owed, {}
+            self._witness_queued = False
         self._witness_at = time.monotonic()
         try:
             for repo, e in owed.items():
