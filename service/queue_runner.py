@@ -103,7 +103,7 @@ class QueueRunner:
             return self._verify(self.d.store(repo), snap, prefix, commit, watched)
 
         def work():
-            self._trunk_unlocked(rs)    # a stat: on the loop it gave the GIL away (move_trunk)
+            self._trunk_unlocked(rs)    # a stat: on the loop, taking the GIL back after it waited behind threads
             return run_lanes(self.d.store(repo), trunk, batch, prints, verify, pol.runners, committer, symbols,
                              speculate=pol.speculate)
         self.d.verifying.update(q.change for q in batch)
@@ -197,7 +197,7 @@ class QueueRunner:
         return Verdict(ok=not why, reasons=why, detail=[a for r in results for a in attestations(store, r, tree, runner)])
 
     async def _land(self, rs: RepoState, trunk_before: str, landed: list[tuple[QueuedChange, str]], attestations: list[dict]) -> None:
-        await asyncio.to_thread(self._trunk_unlocked, rs)
+        self._trunk_unlocked(rs)
 
         def decide() -> Draft:
             if rs.trunk != trunk_before or any(rs.changes[q.change].status["status"] != "queued" for q, _ in landed):
@@ -213,7 +213,7 @@ class QueueRunner:
             await self.d.log.append(rs.name, decide)
         except _Moved:
             return
-        await self.move_trunk(rs.name, landed[-1][1])
+        self.move_trunk(rs.name, landed[-1][1])
 
     async def _log_one(self, rs: RepoState, cid: str, conflicts: list[str], attestations: list[dict], why: list[str]) -> None:
         def decide() -> Draft:
@@ -226,12 +226,10 @@ class QueueRunner:
         except _Moved:
             pass
 
-    async def move_trunk(self, repo: str, commit: str) -> None:
-        """After the entry is durable; a failure is logged and repaired on the next wake. On a
-        thread: the ref's lock file written and renamed, and a stat, each gave the loop's GIL
-        away and the loop waited to take it back behind the threads running Python."""
+    def move_trunk(self, repo: str, commit: str) -> None:
+        """After the entry is durable; a failure is logged and repaired on the next wake."""
         try:
-            await asyncio.to_thread(lambda: gitstore.move_trunk(self.d.store(repo), self.d.config.store_path(repo), commit))
+            gitstore.move_trunk(self.d.store(repo), self.d.config.store_path(repo), commit)
         except pygit2.GitError as e:
             log.error("%s: trunk's ref could not move to %s (%s); tried again on the next wake", repo, commit, e)
             return
@@ -266,7 +264,7 @@ class QueueRunner:
                 log.warning("%s: trunk's ref named %s, which can not be kept (%s)", rs.name, found, e)
             log.error("%s: trunk's ref was moved outside Lonca to %s; logged as import.unmediated and set back to %s "
                       "(import it with human.prepare_import to adopt it)", rs.name, found, expected)
-        await self.move_trunk(rs.name, rs.trunk)
+        self.move_trunk(rs.name, rs.trunk)
 
 
 class _Moved(Exception):
