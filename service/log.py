@@ -45,12 +45,8 @@ RECOVER_BACKOFF_S = (0.1, 5.0)  # first and longest wait between replays while t
 # The loop's turn: a batch of 50 proposals (decide, canonical JSON, hash, sign, apply: 0.3-1 ms
 # each) held every other request for tens of ms; past this it lets them in. The entries applied
 # so far are not durable yet, which readers already wait for (`settled`), as during a commit.
-# A quick entry (a heartbeat) that came meanwhile is decided at that turn; a batch holding one is
-# cut at the first turn past CUT_S of decisions: committed with what was decided so far, the rest
-# decided as the next batch. A shorter batch is not cut: each cut is one more commit (an fsync),
-# and the commits are what a busy writer waits on.
+# A quick entry (a heartbeat) that came meanwhile is decided at that turn and joins the batch.
 TURN_S = 0.002
-CUT_S = 0.010
 # The witness of each log's head (lonca.audit) is written on a thread of its own after the commits,
 # at most this often: a file made and renamed cost more CPU than the commit's own Python (bench
 # leases), and on the database thread its four system calls, each taking the GIL back behind the
@@ -147,8 +143,9 @@ class LogWriter:
         """Decide and log; returns {"seq", "decision", **the draft's result}. A LoncaError raised
         by `decide` is the answer and nothing is logged. `quick`: a decision of a few µs whose
         caller waits on the answer to go on (a heartbeat): decided before the entries queued
-        ahead of it, and it cuts a long batch (CUT_S). Requests in flight together may be logged
-        in either order: none was answered before the other was sent."""
+        ahead of it, and one queued while a batch is decided joins that batch at its next turn
+        instead of waiting for the next. Requests in flight together may be logged in either
+        order: none was answered before the other was sent."""
         if self.broken:
             raise self.down()
         fut = asyncio.get_running_loop().create_future()
@@ -188,25 +185,19 @@ class LogWriter:
     async def _write_batch(self) -> None:
         loop = asyncio.get_running_loop()
         batch = deque(self._quick + self._pending)
-        quick_in = bool(self._quick)     # a batch holding a quick entry is cut at its next turn
         self._quick, self._pending = [], []
         entries: list[dict] = []
         signers: list[Ed25519PrivateKey] = []
         rows: list[SQLModel] = []
         answers: list[tuple[asyncio.Future, dict | LoncaError, Draft, int]] = []
-        started = turn = time.perf_counter()
+        turn = time.perf_counter()
         while batch:
             if time.perf_counter() - turn > TURN_S:     # a long batch lets the loop answer between entries
                 await asyncio.sleep(0)
                 turn = time.perf_counter()
-                if self._quick:     # came meanwhile: decided now, ahead of the rest of the batch
+                if self._quick:     # came meanwhile: decided now, ahead of the rest, committed with it
                     batch.extendleft(reversed(self._quick))
                     self._quick = []
-                    quick_in = True
-                elif quick_in and turn - started > CUT_S:   # the rest is the next batch's, decided after this commit
-                    self._pending[:0] = batch
-                    self._wake.set()
-                    break
             repo, decide, fut = batch.popleft()
             try:
                 draft = decide()
