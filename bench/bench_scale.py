@@ -3,7 +3,8 @@
 A generated repository (bench/scale_repo.py: deterministic, written as git objects with pygit2)
 is imported into a real worker; 50 agents each run facts.preview -> lease.acquire ->
 change.propose -> wait for the integration -> lease.release on one-function changes, 500 in
-all, while one more connection pings every 20 ms. Then `tree`, a trunk move's re-warm (from
+all, while one more connection pings every 20 ms and the worker (bench/profiled_worker.py)
+notes how late its event loop runs a callback asked every 2 ms (its lag). Then `tree`, a trunk move's re-warm (from
 the worker's log), a restart that warms from the tables on disk, and a stop while a warm from
 scratch runs.
 
@@ -248,7 +249,7 @@ def one_size(n_files: int, n_changes: int, n_agents: int) -> dict:
         t = time.perf_counter()
         build(tmp / "src.git", n_files)
         out["generate the repository (s)"] = time.perf_counter() - t
-        w = BenchWorker(output=tmp / "worker.out")
+        w = BenchWorker(output=tmp / "worker.out", profile=tmp / "profile.json")
         try:
             t = time.perf_counter()
             w.init_repo("bench", import_from=str(tmp / "src.git"))
@@ -266,7 +267,13 @@ def one_size(n_files: int, n_changes: int, n_agents: int) -> dict:
             out["first warm, from scratch, its CPU (s)"] = warm_lines(w.output)[0][2] / 1000 if warmed else float("nan")
             out["ping max during the first warm (ms)"] = max(pings)
             cpu = cpu_s(w.proc.pid)
-            out.update(asyncio.run(integrations(w, tokens, n_files, n_changes)))
+            with w.profiling():
+                out.update(asyncio.run(integrations(w, tokens, n_files, n_changes)))
+            profile = json.loads((tmp / "profile.json").read_text())
+            out["event loop lag p99 during integrations (ms)"] = profile["loop_lag_ms"]["p99"]
+            out["event loop lag max during integrations (ms)"] = profile["loop_lag_ms"]["max"]
+            out["collector's longest pause during integrations (ms)"] = \
+                max((g["longest_ms"] for g in profile["gc"].values()), default=0.0)
             out["worker CPU per integration (ms)"] = (cpu_s(w.proc.pid) - cpu) * 1000 / max(1, out["_landed"])
             time.sleep(1)
             rewarms = [ms for what, ms, _ in warm_lines(w.output) if "changed since" in what]

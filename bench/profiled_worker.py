@@ -5,13 +5,18 @@ cProfile's stats of the loop's thread beside it (`.prof`, read with `python -m p
 in that thread's CPU seconds: in wall time a wait for a core or for the GIL counted against
 whatever function was running, epoll's poll above all.
 CPU seconds are what a request costs whatever else runs on a shared machine; setup (imports,
-sessions, unrelated leases) stays out. py-spy could not attach on the shared machines."""
+sessions, unrelated leases) stays out. py-spy could not attach on the shared machines.
+The summary also holds the event loop's lag: a thread asks the loop to run a callback every
+LAG_TICK_S and notes how late it ran, which is what any request arriving then waited before the
+loop could read it (its own work aside)."""
+import asyncio
 import cProfile
 import gc
 import json
 import os
 import signal
 import sys
+import threading
 import time
 
 from lonca.admin_commands import cmd_daemon
@@ -23,6 +28,44 @@ _pauses: list[tuple[int, float]] = []   # (generation, ms) of each collection wh
 _collect_started: list[float] = []
 _cpu_at_start: list[float] = []
 _commits = [0, 0]   # (commits, entries) while measuring: a request's CPU falls as batches grow
+LAG_TICK_S = 0.002
+
+
+class _LoopLag:
+    """How late the loop runs a callback asked of it every LAG_TICK_S (one at a time), in ms."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop, self.lags = loop, []
+        self._stop = threading.Event()
+        self._ran = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="bench-loop-lag", daemon=True)
+        self._thread.start()
+
+    def _ran_at(self, asked: float) -> None:
+        self.lags.append((time.perf_counter() - asked) * 1000)
+        self._ran.set()
+
+    def _run(self) -> None:
+        while not self._stop.wait(LAG_TICK_S):
+            self._ran.clear()
+            self.loop.call_soon_threadsafe(self._ran_at, time.perf_counter())
+            while not self._ran.wait(0.5) and not self._stop.is_set():
+                pass
+
+    def stop(self) -> dict:
+        self._stop.set()
+        self._thread.join()
+        lags = sorted(self.lags)
+        if not lags:
+            return {}
+
+        def at(p: float) -> float:
+            return round(lags[min(len(lags) - 1, int(p / 100 * (len(lags) - 1)))], 1)
+        return {"ticks": len(lags), "p50": at(50), "p99": at(99), "max": round(lags[-1], 1),
+                "over_20ms": sum(x > 20 for x in lags)}
+
+
+_lag: list[_LoopLag] = []
 
 
 def _counting(commit):
@@ -49,6 +92,7 @@ def _start(*_) -> None:
     _commits[:] = [0, 0]
     gc.callbacks.append(_collecting)
     _cpu_at_start[:] = [time.process_time(), time.thread_time()]    # signals run on the loop's thread
+    _lag[:] = [_LoopLag(asyncio.get_running_loop())]
     if _profile:
         _profile.enable()
 
@@ -66,7 +110,7 @@ def _stop(*_) -> None:
               for g in (0, 1, 2) if (ms := [p for gen, p in _pauses if gen == g])}
     with open(out + ".tmp", "w") as f:
         json.dump({"process_cpu_s": process_s, "loop_cpu_s": loop_s, "gc": pauses,
-                   "commits": _commits[0], "entries": _commits[1]}, f)
+                   "commits": _commits[0], "entries": _commits[1], "loop_lag_ms": _lag.pop().stop()}, f)
     os.replace(out + ".tmp", out)   # whole when the bench sees it
 
 

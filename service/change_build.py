@@ -1,7 +1,6 @@
 """Building a proposal in the bare store (pygit2) and computing its facts (lonca.symbols)."""
 import base64
 import binascii
-import secrets
 import threading
 from collections import OrderedDict
 from typing import Callable, Iterator, Mapping, TypeVar
@@ -12,6 +11,7 @@ from lonca.protocol import LoncaError
 from lonca.queue.tree_diff import file_changes
 from lonca.symbols import SymbolCache, TreeEntry, compute_facts, mode_word
 
+from . import random_ids
 from .gitstore import DAEMON_SIG, commit_of, walk_tree
 from .paths import check_path, check_symlink_target, check_tree
 
@@ -23,7 +23,7 @@ OCTAL = {pygit2.GIT_FILEMODE_BLOB: "100644", pygit2.GIT_FILEMODE_BLOB_EXECUTABLE
 
 def new_change_id() -> str:
     """32 letters k-z: the reverse hex of 16 random bytes (Jujutsu's change ids)."""
-    return "".join(chr(ord("z") - int(c, 16)) for c in secrets.token_bytes(16).hex())
+    return "".join(chr(ord("z") - int(c, 16)) for c in random_ids.token_bytes(16).hex())
 
 
 def check_files(value: list[dict]) -> list[dict]:
@@ -71,12 +71,18 @@ class TreeMaps:
         self._lock = threading.Lock()  # shared by the worker's threads
         self.size = size
 
-    def held(self, commit_id: str) -> Mapping[str, TreeEntry] | None:
-        with self._lock:
+    def held(self, commit_id: str, wait: bool = True) -> Mapping[str, TreeEntry] | None:
+        """The map if held; `wait=False` (the event loop): None while a thread holds the lock
+        (SymbolCache.held says why)."""
+        if not self._lock.acquire(wait):
+            return None
+        try:
             m = self._maps.get(commit_id)
             if m is not None:
                 self._maps.move_to_end(commit_id)
             return m
+        finally:
+            self._lock.release()
 
     def get(self, repo: pygit2.Repository, commit_id: str) -> Mapping[str, TreeEntry]:
         held = self.held(commit_id)

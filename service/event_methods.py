@@ -1,7 +1,7 @@
 """What sessions tell each other and learn: events, inbox, negotiate, cap.attenuate."""
 import bisect
-import secrets
 
+from . import random_ids
 from . import scope as scopes
 from .auth import new_agent_token, token_hash
 from .lease_model import split
@@ -127,7 +127,7 @@ async def attenuate(call: Call) -> dict:
     agent, expires = p["agent"], p["expires_ms"]
     child_scope = scopes.full_scope(p["scope"])
     lent = p.get("leases") or []
-    child = f"{me}.{secrets.token_hex(4)}"[:64]
+    child = f"{me}.{random_ids.token_hex(4)}"[:64]
     token = new_agent_token()
 
     def decide() -> Draft:

@@ -1,7 +1,6 @@
 """lease.acquire, lease.release, lease.renew, lease.interest: deciding them (how their entries
 change the state is in reducers.py). Answers that meet a holder carry `details` and `advice`."""
 import re
-import secrets
 import time as _time
 
 from lonca.protocol import LoncaError
@@ -9,7 +8,7 @@ from lonca.symbols.twins import is_twin, one_definition
 
 from . import cedar_policy
 from . import scope as scopes
-from . import trunk_tables
+from . import random_ids, trunk_tables
 from .lease_model import LeaseSet, any_conflict, items_conflict, member, split
 from .log import Draft, allow, deny
 from .methods import Call, method
@@ -234,7 +233,7 @@ async def acquire(call: Call) -> dict:
     d, rs, me = call.ctx, call.repo_state(), call.auth.session
     items = check_items(p["items"])
     intent = p.get("intent") or ""
-    set_id = p.get("set") or f"ls-{secrets.token_hex(8)}"
+    set_id = p.get("set") or f"ls-{random_ids.token_hex(8)}"
     ttl = _ttl(p.get("ttl_ms"), rs)
     tables = await trunk_tables.read(call, sorted({split(it["symbol"])[0] for it in items}))  # before the log's turn
     defined, nesting = trunk_tables.defined_names(tables, items), trunk_tables.nesting(tables, items)

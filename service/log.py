@@ -12,7 +12,9 @@ backoff until the database answers again). Until that replay succeeds the writer
 writes and reads that would need the undone batch answer at once, instead of hanging."""
 import asyncio
 import logging
+import threading
 import time
+from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,14 +41,17 @@ DAEMON = {"kind": "daemon"}
 # spent twice the CPU of the insert itself, on the database thread but holding the GIL.
 LOG_INSERT = insert(LogRow.__table__)  # type: ignore[arg-type]
 log = logging.getLogger("lonca.log")
-RECOVER_BACKOFF_S = (0.1, 5.0)
+RECOVER_BACKOFF_S = (0.1, 5.0)  # first and longest wait between replays while the database is away
 # The loop's turn: a batch of 50 proposals (decide, canonical JSON, hash, sign, apply: 0.3-1 ms
 # each) held every other request for tens of ms; past this it lets them in. The entries applied
 # so far are not durable yet, which readers already wait for (`settled`), as during a commit.
-TURN_S = 0.002  # first and longest wait between replays while the database is away
-# The witness of each log's head (lonca.audit) is rewritten after a commit when no other batch
-# waits, else at most this often: a file made and renamed cost more CPU than the commit's own
-# Python and held up every answer of the batch (bench leases). Behind the log is what it allows.
+# A quick entry (a heartbeat) that came meanwhile is decided at that turn and joins the batch.
+TURN_S = 0.002
+# The witness of each log's head (lonca.audit) is written on a thread of its own after the commits,
+# at most this often: a file made and renamed cost more CPU than the commit's own Python (bench
+# leases), and on the database thread its four system calls, each taking the GIL back behind the
+# threads running Python, held up every answer of the batch (40 % of that thread's busy samples
+# while the loop was held up, bench scale at 100 000 files). Behind the log is what it allows.
 WITNESS_EVERY_S = 0.1
 
 
@@ -93,6 +98,7 @@ class LogWriter:
         self.now_ms = now_ms
         self.on_failure = on_failure
         self._pending: list[tuple[str, Callable[[], Draft], asyncio.Future]] = []
+        self._quick: list[tuple[str, Callable[[], Draft], asyncio.Future]] = []  # decided first (append)
         self._wake = asyncio.Event()
         self._appended = asyncio.Condition()
         # Entries are applied to the state as they are decided and become durable a commit
@@ -101,8 +107,11 @@ class LogWriter:
         self._durable = 0
         self.durable_next: dict[str, int] = {}  # repo -> the seq after its last durable entry
         self._db = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lonca-log")
-        self._witness_owed: dict[str, dict] = {}  # repo -> its last durable entry's row; the database thread's
-        self._witness_at = 0.0
+        self._witness_lock = threading.Lock()
+        self._witness_owed: dict[str, dict] = {}  # repo -> its last durable entry's row (under the lock)
+        self._witness_queued = False               # a write is queued or running (under the lock)
+        self._witness_at = 0.0                     # when the last write began (the witness thread's)
+        self._witnesses = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lonca-witness")
         self._task: asyncio.Task | None = None
 
     def start(self, on_fatal) -> None:
@@ -111,8 +120,8 @@ class LogWriter:
     async def stop(self) -> None:
         if self._task:
             self._task.cancel()
-        self._db.submit(self._write_witness)
         self._db.shutdown(wait=True)
+        self._witnesses.shutdown(wait=True)     # the last commits' witness, queued by them
 
     def down(self, cause: str | None = None) -> LoncaError:
         """The answer while the database fails."""
@@ -130,13 +139,17 @@ class LogWriter:
             log.error("the database %s failed: %s", self.db_name, cause)
             raise self.down(cause) from None
 
-    async def append(self, repo: str, decide: Callable[[], Draft]) -> dict:
+    async def append(self, repo: str, decide: Callable[[], Draft], quick: bool = False) -> dict:
         """Decide and log; returns {"seq", "decision", **the draft's result}. A LoncaError raised
-        by `decide` is the answer and nothing is logged."""
+        by `decide` is the answer and nothing is logged. `quick`: a decision of a few µs whose
+        caller waits on the answer to go on (a heartbeat): decided before the entries queued
+        ahead of it, and one queued while a batch is decided joins that batch at its next turn
+        instead of waiting for the next. Requests in flight together may be logged in either
+        order: none was answered before the other was sent."""
         if self.broken:
             raise self.down()
         fut = asyncio.get_running_loop().create_future()
-        self._pending.append((repo, decide, fut))
+        (self._quick if quick else self._pending).append((repo, decide, fut))
         self._wake.set()
         return await fut
 
@@ -171,16 +184,21 @@ class LogWriter:
 
     async def _write_batch(self) -> None:
         loop = asyncio.get_running_loop()
-        batch, self._pending = self._pending, []
+        batch = deque(self._quick + self._pending)
+        self._quick, self._pending = [], []
         entries: list[dict] = []
         signers: list[Ed25519PrivateKey] = []
         rows: list[SQLModel] = []
         answers: list[tuple[asyncio.Future, dict | LoncaError, Draft, int]] = []
         turn = time.perf_counter()
-        for repo, decide, fut in batch:
+        while batch:
             if time.perf_counter() - turn > TURN_S:     # a long batch lets the loop answer between entries
                 await asyncio.sleep(0)
                 turn = time.perf_counter()
+                if self._quick:     # came meanwhile: decided now, ahead of the rest, committed with it
+                    batch.extendleft(reversed(self._quick))
+                    self._quick = []
+            repo, decide, fut = batch.popleft()
             try:
                 draft = decide()
                 row, entry, signer = self._entry(repo, draft)
@@ -203,8 +221,6 @@ class LogWriter:
                 answer = LoncaError("internal", f"the entry was logged at seq {entry['seq']} but its answer failed: {type(e).__name__}")
             answers.append((fut, answer, draft, entry["seq"]))
         if not entries:
-            if self._witness_owed:  # the batch that was waiting wrote nothing: the witness catches up now
-                await loop.run_in_executor(self._db, self._write_witness)
             return
         try:
             await loop.run_in_executor(self._db, self._commit, entries, signers, rows)
@@ -248,10 +264,10 @@ class LogWriter:
         loop = asyncio.get_running_loop()
         wait, longest = RECOVER_BACKOFF_S
         while True:
-            for _, _, fut in self._pending:  # queued before the failure: refused like the rest
+            for _, _, fut in self._quick + self._pending:  # queued before the failure: refused like the rest
                 if not fut.done():
                     fut.set_exception(self.down())
-            self._pending = []
+            self._quick, self._pending = [], []
             async with self._appended:
                 self._appended.notify_all()
             try:
@@ -303,13 +319,19 @@ class LogWriter:
         else:   # the leases' entries: no Session (its bookkeeping cost more than the insert itself)
             with self.engine.begin() as conn:
                 conn.execute(LOG_INSERT, entries)
-        self._witness_owed.update((e["repo"], e) for e in entries)  # the last of each repository's
-        if not self._pending or time.monotonic() - self._witness_at >= WITNESS_EVERY_S:
-            self._write_witness()
+        with self._witness_lock:
+            self._witness_owed.update((e["repo"], e) for e in entries)  # the last of each repository's
+            queued, self._witness_queued = self._witness_queued, True
+        if not queued:
+            self._witnesses.submit(self._write_witness)
 
     def _write_witness(self) -> None:
-        """On the database thread: the witness of each log committed since the last one."""
-        owed, self._witness_owed = self._witness_owed, {}
+        """On the witness thread: the witness of each log committed since the last one, at most
+        once a WITNESS_EVERY_S (what commits meanwhile goes in the same write)."""
+        time.sleep(max(0.0, self._witness_at + WITNESS_EVERY_S - time.monotonic()))
+        with self._witness_lock:
+            owed, self._witness_owed = self._witness_owed, {}
+            self._witness_queued = False
         self._witness_at = time.monotonic()
         try:
             for repo, e in owed.items():

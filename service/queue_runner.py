@@ -88,7 +88,6 @@ class QueueRunner:
         """One round of up to batch_size changes: merged, verified (bisected on a failure; in
         independent lanes at once under [queue] runners > 1), then logged; trunk's ref moves
         after the entry is durable."""
-        self._trunk_unlocked(rs)
         window = self._ordered(rs)[: max(1, rs.policy.batch_size)]
         batch = [self._queued(rs, cid) for cid in window]
         prints = [footprint(rs.changes[cid].paths, rs.changes[cid].facts) for cid in window]
@@ -106,6 +105,7 @@ class QueueRunner:
         redacted, maps = frozenset(rs.redacted), self.d.tree_maps
 
         def work():
+            self._trunk_unlocked(rs)    # a stat: on the loop, taking the GIL back after it waited behind threads
             store = self.d.store(repo)
             out = run_lanes(store, trunk, batch, prints, verify, pol.runners, committer, symbols, speculate=pol.speculate)
             # a conflict's names are read from trunk's side too: none of a redacted blob's is logged

@@ -93,7 +93,9 @@ async def heartbeat(call: Call) -> dict:
                     "max_ttl_ms": rs.policy.max_ttl_ms, "leases": [{"set": s.id, "expires_ms": s.expires_ms} for s in own]}
         return Draft(actor=call.auth.actor, op=op, decision=allow(), result=result)
 
-    return await d.log.append(rs.name, decide)
+    # quick: a fleet's beats are not held behind a batch of proposals (docs/decisions.md, "A
+    # heartbeat waits for no batch of proposals")
+    return await d.log.append(rs.name, decide, quick=True)
 
 
 @method("session.end", "agent", writes=True)

@@ -37,8 +37,9 @@ async def read(call: Call, paths: list[str]) -> Tables:
 
 
 def _held(maps: TreeMaps, symbols: SymbolCache, trunk: str, paths: list[str], redacted: frozenset[str]) -> Tables | None:
-    """The tables from memory, None unless every one is held."""
-    files = maps.held(trunk)
+    """The tables from memory, None unless every one is held (or a thread holds a lock: the
+    loop does not wait for it)."""
+    files = maps.held(trunk, wait=False)
     if files is None:
         return None
     out: Tables = {}
@@ -51,8 +52,8 @@ def _held(maps: TreeMaps, symbols: SymbolCache, trunk: str, paths: list[str], re
             out[path] = opaque_file(path, language_of(path))
         else:
             wanted.append((path, e.oid))
-    found = symbols.held(wanted)
-    if None in found:
+    found = symbols.held(wanted, wait=False)
+    if found is None or None in found:
         return None
     out.update((path, table) for (path, _), table in zip(wanted, found))
     return out

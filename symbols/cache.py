@@ -123,6 +123,7 @@ class SymbolCache:
         """held(), and what the store has of the rest, asked for all at once (a restart reads
         a whole tree's tables back: one query per file cost as much as decoding them)."""
         out = self.held(entries)
+        assert out is not None  # waited for the lock
         missing = [i for i, t in enumerate(out) if t is None]
         if self.store is None or not missing:
             return out
@@ -158,12 +159,16 @@ class SymbolCache:
     def held_bytes(self) -> int:
         return self._bytes
 
-    def held(self, entries: list[tuple[str, str]]) -> list[FileSymbols | None]:
+    def held(self, entries: list[tuple[str, str]], wait: bool = True) -> list[FileSymbols | None] | None:
         """The tables already held for (path, oid) pairs, None where a table is not: a pass over
-        a whole tree takes the lock once, not once a file."""
+        a whole tree takes the lock once, not once a file. `wait=False` (the event loop): None
+        at once while a thread holds the lock; waiting, the loop waited for that thread to get
+        the GIL back and finish, behind every other thread running Python."""
         out: list[FileSymbols | None] = []
         blobs, touch = self._blobs, self._blobs.move_to_end
-        with self._lock:
+        if not self._lock.acquire(wait):
+            return None
+        try:
             for path, oid in entries:
                 key = (oid, language_of(path))
                 by_path = blobs.get(key)
@@ -172,6 +177,8 @@ class SymbolCache:
                     touch(key)
                 out.append(found)
             self.hits += len(out) - out.count(None)
+        finally:
+            self._lock.release()
         return out
 
     def base_index(self, key: str) -> NameIndex | None:

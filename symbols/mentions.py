@@ -13,6 +13,7 @@ from functools import lru_cache
 from typing import Callable, Iterator, Mapping
 
 from .cache import SymbolCache
+from .shared_map import SharedMap
 from .languages import SECTION_LANGUAGES
 from .table import DEF, FileSymbols, Symbol
 from .trees import has_text
@@ -81,16 +82,19 @@ class NameIndex:
     symbols define): `files` path -> (oid, table) of the files names can be in (base_tables),
     `names` name -> (how many of those files define it, a tuple of the paths whose text holds
     it: no set of 300 000 names to hash again at a restart). The
-    next base's index is made from this one and the paths that changed (warm_base): the two
-    dicts are copied (in C, a few ms at 100 000 files), a holder set only when it changes, so
-    the index of an older base stays as it was for the proposals still made against it."""
+    next base's index is made from this one and the paths that changed (warm_base): both maps
+    are SharedMaps, so the copy costs the shards that change, not 400 000 entries held in one
+    call of C, and a holder set is copied only when it changes; the index of an older base
+    stays as it was for the proposals still made against it."""
 
     __slots__ = ("files", "names")
 
-    def __init__(self, files: dict[str, tuple[str, FileSymbols]] | None = None,
-                 names: dict[str, tuple[int, tuple[str, ...]]] | None = None) -> None:
-        self.files = files if files is not None else {}
-        self.names = names if names is not None else {}
+    def __init__(self, files: Mapping[str, tuple[str, FileSymbols]] | None = None,
+                 names: Mapping[str, tuple[int, tuple[str, ...]]] | None = None) -> None:
+        self.files: SharedMap[str, tuple[str, FileSymbols]] = \
+            files if isinstance(files, SharedMap) else SharedMap(files or {})
+        self.names: SharedMap[str, tuple[int, tuple[str, ...]]] = \
+            names if isinstance(names, SharedMap) else SharedMap(names or {})
 
     def holding(self, name: str) -> list[tuple[str, FileSymbols]]:
         files = self.files
@@ -114,7 +118,7 @@ def warm_base(base: Mapping, cache: SymbolCache, load: Callable[[str], bytes],
             cache.keep_base_index(key, index)
         return index
     before = since
-    files, names = dict(before.files), dict(before.names)
+    files, names = before.files.copy(), before.names.copy()
     counts: dict[str, int] = {}             # name -> files defining it, as changed by this warm
     holders: dict[str, set[str]] = {}       # name -> its holder paths, as changed by this warm
 
@@ -147,7 +151,7 @@ def warm_base(base: Mapping, cache: SymbolCache, load: Callable[[str], bytes],
         for name in table.defines:
             counts[name] = count(name) + 1
     now = {t.path for _, t in new_tables}
-    for path in base:       # assigned in place where a path stays: a dict with holes copies slower
+    for path in base:
         if path in files and path not in now:
             del files[path]
     for oid, table in new_tables:

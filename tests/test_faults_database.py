@@ -238,9 +238,9 @@ def test_a_log_whose_end_was_removed_is_told_by_its_witness(repo_env, database_u
     w = repo_env.w
     repo_env.agent("a")
     last = repo_env.log()[-1]
+    w.stop()    # the witness follows the commits on its own thread; a stop writes the last one
     witness = json.loads((w.home / "witness" / "demo.json").read_text())
     assert (witness["seq"], witness["hash"], witness["sig"]) == (last["entry"]["seq"], last["hash"], last["sig"])
-    w.stop()
     engine = create_engine(database_url or f"sqlite:///{w.home / 'lonca.db'}")
     with engine.begin() as conn:
         conn.execute(text("DELETE FROM log_entries WHERE repo = 'demo' AND seq = :s"), {"s": last["entry"]["seq"]})
