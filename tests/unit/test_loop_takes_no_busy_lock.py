@@ -29,11 +29,11 @@ def test_the_loop_does_not_wait_for_a_lock_a_thread_holds() -> None:
     oid = "1" * 40
     maps.put("c1", {"a.py": TreeEntry(oid, "100644")})
     cache.table("a.py", oid, lambda: b"def f():\n    return 1\n")
-    assert set(_held(maps, cache, "c1", ["a.py"])) == {"a.py"}     # all held: from memory
+    assert set(_held(maps, cache, "c1", ["a.py"], frozenset())) == {"a.py"}     # all held: from memory
     for lock in (maps._lock, cache._lock):
         t = hold(lock, 2.0)
         started = time.perf_counter()
-        assert _held(maps, cache, "c1", ["a.py"]) is None
+        assert _held(maps, cache, "c1", ["a.py"], frozenset()) is None
         assert time.perf_counter() - started < 0.5
         t.join()
     started = time.perf_counter()

@@ -11,6 +11,8 @@ from lonca.service.trunk_tables import _held, _read_on_thread, defined_names, ne
 
 PATHS = ["app.py", "README.md", "lib", "lib/util.py", "missing.py", "vendor"]
 
+NONE: frozenset[str] = frozenset()  # no blob redacted
+
 
 def test_tables_from_memory_are_the_threads(tmp_path):
     src = git_repo(tmp_path / "src", {"app.py": "class K:\n    def pay(self):\n        return 1\n",
@@ -24,12 +26,12 @@ def test_tables_from_memory_are_the_threads(tmp_path):
     trunk = str(store.head.target)
     maps, symbols = TreeMaps(), SymbolCache()
 
-    assert _held(maps, symbols, trunk, PATHS) is None       # nothing held yet: the thread reads
-    read = _read_on_thread(store, maps, symbols, trunk, PATHS)
+    assert _held(maps, symbols, trunk, PATHS, NONE) is None       # nothing held yet: the thread reads
+    read = _read_on_thread(store, maps, symbols, trunk, PATHS, NONE)
     assert [p for p in PATHS if read[p] is None] == ["lib", "missing.py", "vendor"]
     assert read["app.py"].status == read["README.md"].status == "parsed"
-    assert _held(maps, symbols, trunk, PATHS) == read        # now from memory, the same tables
-    assert _held(maps, symbols, trunk, ["app.py", "other.py"]) == {"app.py": read["app.py"], "other.py": None}
+    assert _held(maps, symbols, trunk, PATHS, NONE) == read        # now from memory, the same tables
+    assert _held(maps, symbols, trunk, ["app.py", "other.py"], NONE) == {"app.py": read["app.py"], "other.py": None}
 
     items = [{"symbol": "app.py#K", "kind": "insert", "names": ["refund"]},
              {"symbol": "README.md#R.Release 1", "kind": "edit"},
