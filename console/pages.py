@@ -19,6 +19,11 @@ STOPPED = ("conflicted", "failed", "rejected", "withdrawn")
 RECENT = 20
 LOG_SHOWN = 200
 REVIEW_ROWS_KEPT = 8     # review tables kept, by repository and log position
+# The worker's refusals of what the request asked (a path param or query value it refuses as
+# `invalid`, a repository that is not there) are the asker's to fix: a 4xx with the worker's
+# message. Anything else it answers (git, integrity, internal) is the server's: 502.
+STATUS_OF = {"invalid": 400, "not_found": 404, "forbidden": 403, "too_large": 413, "rate_limited": 429,
+             "foreign_key": 409}
 
 
 def render(request: Request, template: str, ctx: dict, fragment: str | None = None, status: int = 200) -> Response:
@@ -45,8 +50,7 @@ def page(fn):
         except NotLoggedIn:
             return to_login(request)
         except (LoncaError, Unreachable) as e:
-            code = e.code if isinstance(e, LoncaError) else None
-            status = 404 if code == "not_found" else 403 if code == "forbidden" else 502
+            status = STATUS_OF.get(e.code, 502) if isinstance(e, LoncaError) else 502
             return render(request, "error.html", {"error": describe(e), "repo": request.path_params.get("repo")},
                           "_error.html", status)
     return handler

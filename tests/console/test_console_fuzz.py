@@ -1,0 +1,278 @@
+"""Hostile HTTP against one real console in front of one real worker: hypothesis draws requests
+to every route of the console's route table (read from the Starlette app, so a new route is
+fuzzed without a change here), GET and POST, with path params, query strings, form fields, JSON
+bodies and headers drawn from hostile values: NULs, lone surrogates and other non-UTF-8 bytes,
+markup, `../`, long strings, huge and negative numbers, Unicode digits, duplicate fields, wrong
+content types, JSON where a form is expected, a missing or forged CSRF token and Origin. Half
+the requests carry the cookie of a session logged in with a software passkey (helpers.Passkey)
+through the console's own ceremonies, so the pages behind the login are reached.
+
+Asserted for every answer: never a 5xx; no traceback in the body or the console's output; a
+marker of markup appears in an HTML body only escaped; an htmx request's error is a fragment;
+and nothing reaches the worker's log (no request here carries a valid assertion, so no request
+may write). LONCA_FUZZ_CONSOLE sets how many requests a run sends."""
+import base64
+import json
+import os
+import re
+import time
+from pathlib import Path
+from urllib.parse import quote_from_bytes
+
+import httpx
+import pytest
+from hypothesis import HealthCheck, Phase, given, settings, strategies as st
+from starlette.routing import Mount, Route
+
+from conftest import git_repo
+from console.conftest import Console
+from helpers import Passkey
+from lonca.console import actions
+from lonca.console.app import create_app
+from lonca.console.settings import Settings
+from lonca.protocol import claim_from_facts
+
+REQUESTS = int(os.environ.get("LONCA_FUZZ_CONSOLE", "300"))
+CONSOLE_SOURCE = Path(actions.__file__).parent
+# every name the console reads from a query, a form or a JSON body, from its source: a field
+# added later is drawn without a change here
+FIELDS = sorted(set(re.findall(r'(?:query_params|body|form\(\)\)|\bq)\.get\("([a-z_]+)"',
+                               "".join(p.read_text() for p in CONSOLE_SOURCE.glob("*.py")))) | {"csrf", "kind", "repo"})
+KINDS = sorted(actions.OPS) + ["login", "repo.init", "human.recover", *actions.STEP_UP]
+# markup a page must never reflect as is; the part checked is the one a browser would act on
+MARKERS = {b'<script>fz()</script>': "<script>fz", b'"><svg onload=fz()>': "<svg onload=fz",
+           b"'><img src=x onerror=fz()>": "<img src=x onerror=fz", b"javascript:fz()//<b>": "<b>"}
+NASTY = [b"", b" ", b"\x00", b"a\x00b", b"\xed\xa0\x80", b"\xed\xb0\x80x", b"\xff\xfe\xfd", b"\xc3", b"\xef\xbb\xbfdemo",
+         b"../../../../etc/passwd", b"..", b"%2e%2e%2f", b"/", b"\\", b"\r\nX-Injected: 1", b"-1", b"0", b"00", b"1e309",
+         b"NaN", b"-99999999999999999999999", b"18446744073709551617", "²".encode(), "١٢".encode(), "１".encode(),
+         b"true", b"null", b"[]", b"{}", b"lonca_" + b"0" * 64, b"demo", b"app.py", "é/ü.py".encode()]
+HEADER_SAFE = [b"", b"x", b"\xff\xfe", b"../", b"-1", "²".encode("latin-1"), b"99999999999999999999", b"<script>fz()</script>"]
+
+
+# -- the target: a worker, a console, alice logged in with a passkey, a change waiting for her ----------
+
+def passkey_for(console: Console, name: str) -> Passkey:
+    """A software passkey whose assertions come from this console's origin."""
+    kind = type("ConsolePasskey", (Passkey,), {"ORIGIN": console.url})
+    return kind(name)
+
+
+class Browser:
+    """What a browser holds: the console's cookie and the CSRF token of the page it drew last."""
+
+    def __init__(self, console: Console):
+        self.http = httpx.Client(base_url=console.url, timeout=60)
+        self.csrf = self.read_csrf("/enrol")
+
+    def read_csrf(self, path: str) -> str:
+        page = self.http.get(path)
+        return re.search(r'<meta name="csrf-token" content="([^"]+)"', page.text).group(1)
+
+    def post(self, path: str, body: dict) -> dict:
+        r = self.http.post(path, json=body, headers={"X-CSRF-Token": self.csrf})
+        assert r.status_code == 200, (path, r.status_code, r.text)
+        answer = r.json()
+        self.csrf = answer.get("csrf") or self.csrf
+        return answer
+
+    def sign(self, key: Passkey, kind: str, **fields) -> dict:
+        """A ceremony of the console, begun and finished with the passkey's assertion."""
+        begun = self.post("/ceremony/begin", {"kind": kind, **fields})
+        done = self.post("/ceremony/finish", {"ceremony": begun["ceremony"],
+                                              "credential": key.assertion(begun["options"]["challenge"])})
+        assert done["ok"], done
+        return done
+
+    def log_in(self, key: Passkey) -> None:
+        self.csrf = self.read_csrf("/login")     # the id changes with each change of privilege
+        self.sign(key, "login", human=key.name)
+        self.csrf = self.read_csrf("/keys")
+
+
+@pytest.fixture(scope="module")
+def target(tmp_path_factory):
+    from conftest import Worker
+    tmp = tmp_path_factory.mktemp("consolefuzz")
+    src = git_repo(tmp / "src", {"app.py": "def charge(amount):\n    return amount * 2\n",
+                                 "lonca.toml": '[review]\nagent_changes = "human"\n'})
+    worker = Worker(tmp, None).start()
+    console = None
+    try:
+        console = Console(worker)
+        key = passkey_for(console, "alice")
+        alice = Browser(console)
+        options = alice.post("/webauthn/register/begin", {"human": "alice"})["options"]
+        registered = alice.post("/webauthn/register/finish", {
+            "credential": json.loads(key.registration(base64.urlsafe_b64decode(options["challenge"] + "==")))})
+        assert registered["next"] == "bootstrap", registered
+        alice.sign(key, "repo.init", repo="demo", import_from=str(src))
+        alice.log_in(key)
+        agent = alice.sign(key, "session.start", repo="demo", agent="ada", task="fees")["agent_token"]
+        with worker.client() as c:
+            trunk = c.call("status", token=agent)["trunk"]
+            files = [{"path": "app.py", "content_b64": base64.b64encode(b"def charge(a):\n    return a\n").decode(), "mode": None}]
+            facts = c.call("facts.preview", {"base": trunk, "files": files}, token=agent)["facts"]
+            change = c.call("change.propose", {"change": None, "base": trunk, "files": files,
+                                               "claim": claim_from_facts(facts, "round")}, token=agent)["change"]
+            token = c.call("human.login", {"sig": key.sign_login(None, 3_600_000), "ttl_ms": 3_600_000})["token"]
+        yield {"worker": worker, "console": console, "key": key, "alice": alice, "anonymous": Browser(console),
+               "token": token, "change": change, "trunk": trunk}
+    finally:
+        if console:
+            console.stop()
+        worker.stop()
+
+
+def log_heads(target) -> dict:
+    """Each repository's next_seq, as the worker tells alice: what any write would move."""
+    with target["worker"].client() as c:
+        return {r: c.call("status", {"lists": []}, repo=r, token=target["token"])["next_seq"]
+                for r in c.call("repo.list", token=target["token"])}
+
+
+# -- hostile requests --------------------------------------------------------------------------------
+
+def routes() -> list[tuple[str, list[str], list[str]]]:
+    """(path template, methods, path params) of every route and mount of the console's app."""
+    app = create_app(Settings(socket=Path("/nonexistent"), origin="http://localhost:1"))
+    out = []
+    for r in app.routes:
+        if isinstance(r, Route):
+            out.append((r.path, sorted((r.methods or {"GET"}) - {"HEAD"}), list(r.param_convertors)))
+        elif isinstance(r, Mount):
+            out.append((r.path + "/{rest}", ["GET"], ["rest"]))
+    return out
+
+
+ROUTES = routes()
+
+
+def values(known: list[bytes], longest: int = 70_000):
+    """Bytes a field may be sent: a real value, a nasty one, markup, or something long (in a URL,
+    what a client sends at most: httpx refuses a URL over 64 KiB)."""
+    return st.one_of(*([st.sampled_from(known)] if known else []), st.sampled_from(NASTY), st.sampled_from(list(MARKERS)),
+                     st.binary(max_size=24), st.text(max_size=24).map(lambda t: t.encode("utf-8", "surrogatepass")),
+                     st.integers(min_value=1, max_value=longest).map(lambda n: b"A" * n))
+
+
+def json_values(known: list[bytes]):
+    text = values(known).map(lambda b: b.decode("utf-8", "surrogateescape").replace("\udced\udca0\udc80", "\ud800"))
+    scalars = st.one_of(text, st.integers(min_value=-2**70, max_value=2**70), st.floats(), st.booleans(), st.none())
+    return st.recursive(scalars, lambda inner: st.one_of(st.lists(inner, max_size=3),
+                                                         st.dictionaries(st.sampled_from(FIELDS), inner, max_size=3)),
+                        max_leaves=6)
+
+
+URL_LONGEST = 3_000
+
+
+class Request(dict):
+    """A drawn request; shown shortened when hypothesis reports it."""
+
+    def __repr__(self) -> str:
+        return repr({k: v[:200] + (b"..." if isinstance(v, bytes) else "...") if isinstance(v, (str, bytes)) and len(v) > 200 else v
+                     for k, v in self.items()})
+
+
+@st.composite
+def request(draw, target, route: str, methods: list[str], params: list[str]):
+    known = [b"demo", b"alice", target["change"].encode(), target["trunk"].encode(), b"app.py", b"1", b"2"]
+    path = route
+    for p in params:
+        raw = draw(values(known, URL_LONGEST))
+        path = path.replace("{" + p + "}", quote_from_bytes(raw, safe="") if draw(st.booleans()) else
+                            quote_from_bytes(raw, safe="/.%"))
+    pairs = draw(st.lists(st.tuples(st.one_of(st.sampled_from(FIELDS).map(str.encode), values([], URL_LONGEST)),
+                                    values(known, URL_LONGEST)), max_size=4))
+    if pairs:
+        path += "?" + "&".join(quote_from_bytes(k, safe="") + "=" + quote_from_bytes(v, safe="") for k, v in pairs)
+    method = draw(st.sampled_from(methods + ["POST"] if draw(st.integers(0, 9)) == 0 else methods))
+    who = draw(st.sampled_from(["alice", "anonymous", "nobody"]))
+    csrf = draw(st.sampled_from(["right", "wrong", "none"]))
+    origin = draw(st.sampled_from(["none", "right", "evil", "null"]))
+    headers = {}
+    if draw(st.booleans()):
+        headers["HX-Request"] = "true"
+    if draw(st.integers(0, 4)) == 0:
+        headers["Last-Event-ID"] = draw(st.sampled_from(HEADER_SAFE))
+    if draw(st.integers(0, 5)) == 0:
+        headers["Sec-Fetch-Site"] = draw(st.sampled_from([b"cross-site", b"same-site", b"same-origin", b"\xff"]))
+    body, ctype = b"", None
+    if method == "POST":
+        shape = draw(st.sampled_from(["form", "json", "json-other", "raw", "multipart"]))
+        fields = draw(st.lists(st.tuples(st.sampled_from(FIELDS).map(str.encode), values(known)), max_size=5))
+        if shape == "form":
+            body = b"&".join(quote_from_bytes(k, safe="") .encode() + b"=" + quote_from_bytes(v, safe="").encode() for k, v in fields)
+            ctype = "application/x-www-form-urlencoded"
+        elif shape == "multipart":
+            body = b"".join(b'--fz\r\nContent-Disposition: form-data; name="' + k + b'"\r\n\r\n' + v + b"\r\n" for k, v in fields) + b"--fz--\r\n"
+            ctype = "multipart/form-data; boundary=fz"
+        elif shape == "json":
+            obj = draw(st.dictionaries(st.sampled_from(FIELDS), json_values(known), max_size=5))
+            obj["kind"] = draw(st.one_of(st.sampled_from(KINDS), json_values(known)))
+            body = json.dumps(obj).encode()
+            ctype = "application/json"
+        elif shape == "json-other":
+            body = json.dumps(draw(json_values(known))).encode()
+            ctype = "application/json"
+        else:
+            body = draw(st.one_of(st.binary(max_size=64), st.sampled_from([b"{", b'{"kind": "login"', b"\xff{}", b'{"a":1,"a":2}',
+                                                                           b"[" * 5000, b'"\\ud800"'])))
+            ctype = draw(st.sampled_from(["application/json", "text/plain", None, "application/x-www-form-urlencoded"]))
+        ctype = draw(st.sampled_from([ctype, ctype, "application/json", "text/html", "multipart/form-data"]))
+    return Request({"route": route, "path": path, "method": method, "who": who, "csrf": csrf, "origin": origin, "headers": headers,
+            "body": body, "ctype": ctype})
+
+
+def send(target, req) -> tuple[int, str, bytes]:
+    """The request as sent; its status, content type and body (the first event of a stream)."""
+    console = target["console"]
+    browser = None if req["who"] == "nobody" else target[req["who"]]
+    headers = dict(req["headers"])
+    if browser is not None:
+        headers["Cookie"] = "; ".join(f"{k}={v}" for k, v in browser.http.cookies.items())
+    if req["csrf"] != "none":
+        headers["X-CSRF-Token"] = browser.csrf if req["csrf"] == "right" and browser else "0" * 64
+    if req["origin"] != "none":
+        headers["Origin"] = {"right": console.url, "evil": "http://evil.example", "null": "null"}[req["origin"]]
+    if req["ctype"]:
+        headers["Content-Type"] = req["ctype"]
+    with httpx.Client(base_url=console.url, timeout=60) as http:
+        with http.stream(req["method"], req["path"], headers=headers, content=req["body"] or None) as r:
+            ctype = r.headers.get("content-type", "")
+            body = next(r.iter_bytes(), b"") if ctype.startswith("text/event-stream") else r.read()
+            return r.status_code, ctype, body, "set-cookie" in r.headers
+
+
+def check(target, req, status: int, ctype: str, body: bytes, offset: int) -> None:
+    where = (req["method"], req["path"][:300], req["who"], req["ctype"], req["body"][:300])
+    out = target["console"].output.read_bytes()[offset:].decode(errors="replace")
+    assert "Traceback" not in out, (where, out[-4000:])
+    text = body.decode(errors="replace")
+    assert status < 500, (where, status, text[:2000])
+    assert "Traceback (most recent call last)" not in text, (where, text[:2000])
+    if ctype.startswith("text/html"):
+        raw = [m for m in MARKERS.values() if m in text]
+        assert not raw, (where, raw, text[:3000])
+        if req["headers"].get("HX-Request") and status >= 400:
+            assert "<html" not in text.lower(), (where, status, "a whole page for an htmx request")
+
+
+@pytest.mark.parametrize("route", ROUTES, ids=[r[0] for r in ROUTES])
+def test_hostile_requests(target, route):
+    """Hostile requests to one route: no 5xx, no traceback, nothing reflected unescaped, nothing
+    logged. A route of the table is a case of its own, so each gets its share of the requests."""
+    before = log_heads(target)
+
+    @settings(max_examples=max(10, REQUESTS // len(ROUTES)), deadline=None, derandomize=True,
+              phases=[Phase.explicit, Phase.generate], database=None, suppress_health_check=list(HealthCheck))
+    @given(request(target, *route))
+    def fuzz(req):
+        offset = target["console"].output.stat().st_size
+        status, ctype, body, new_cookie = send(target, req)
+        check(target, req, status, ctype, body, offset)
+        assert log_heads(target) == before, ("logged", req)
+        if req["who"] == "alice" and new_cookie:    # logged out (or a new id): log in again for what follows
+            target["alice"] = Browser(target["console"])
+            target["alice"].log_in(target["key"])
+    fuzz()
