@@ -12,10 +12,10 @@ marker of markup appears in an HTML body only escaped; an htmx request's error i
 and nothing reaches the worker's log (no request here carries a valid assertion, so no request
 may write). LONCA_FUZZ_CONSOLE sets how many requests a run sends."""
 import base64
+import inspect
 import json
 import os
 import re
-import time
 from pathlib import Path
 from urllib.parse import quote_from_bytes
 
@@ -32,7 +32,7 @@ from lonca.console.app import create_app
 from lonca.console.settings import Settings
 from lonca.protocol import claim_from_facts
 
-REQUESTS = int(os.environ.get("LONCA_FUZZ_CONSOLE", "300"))
+REQUESTS = int(os.environ.get("LONCA_FUZZ_CONSOLE", "600"))
 CONSOLE_SOURCE = Path(actions.__file__).parent
 # every name the console reads from a query, a form or a JSON body, from its source: a field
 # added later is drawn without a change here
@@ -132,15 +132,22 @@ def log_heads(target) -> dict:
 
 # -- hostile requests --------------------------------------------------------------------------------
 
-def routes() -> list[tuple[str, list[str], list[str]]]:
-    """(path template, methods, path params) of every route and mount of the console's app."""
+def fields_read(source: str) -> list[str]:
+    return sorted(set(re.findall(r'(?:query_params|body|form\(\)\)|\bq)\.get\("([a-z_]+)"', source)))
+
+
+def routes() -> list[tuple[str, list[str], list[str], list[str]]]:
+    """(path template, methods, path params, fields its endpoint reads) of every route and mount
+    of the console's app; a POST's fields are all of them (its operations read them)."""
     app = create_app(Settings(socket=Path("/nonexistent"), origin="http://localhost:1"))
     out = []
     for r in app.routes:
         if isinstance(r, Route):
-            out.append((r.path, sorted((r.methods or {"GET"}) - {"HEAD"}), list(r.param_convertors)))
+            methods = sorted((r.methods or {"GET"}) - {"HEAD"})
+            read = FIELDS if "POST" in methods else fields_read(inspect.getsource(inspect.unwrap(r.endpoint)))
+            out.append((r.path, methods, list(r.param_convertors), read))
         elif isinstance(r, Mount):
-            out.append((r.path + "/{rest}", ["GET"], ["rest"]))
+            out.append((r.path + "/{rest}", ["GET"], ["rest"], []))
     return out
 
 
@@ -148,10 +155,11 @@ ROUTES = routes()
 
 
 def values(known: list[bytes], longest: int = 70_000):
-    """Bytes a field may be sent: a real value, a nasty one, markup, or something long (in a URL,
-    what a client sends at most: httpx refuses a URL over 64 KiB)."""
-    return st.one_of(*([st.sampled_from(known)] if known else []), st.sampled_from(NASTY), st.sampled_from(list(MARKERS)),
-                     st.binary(max_size=24), st.text(max_size=24).map(lambda t: t.encode("utf-8", "surrogatepass")),
+    """Bytes a field may be sent: mostly a nasty value, markup or a real one; some random bytes
+    and text; something long (in a URL, what a client sends at most: httpx refuses over 64 KiB)."""
+    listed = st.sampled_from(known + NASTY + list(MARKERS))
+    return st.one_of(listed, listed, listed, st.binary(max_size=24),
+                     st.text(max_size=24).map(lambda t: t.encode("utf-8", "surrogatepass")),
                      st.integers(min_value=1, max_value=longest).map(lambda n: b"A" * n))
 
 
@@ -175,21 +183,24 @@ class Request(dict):
 
 
 @st.composite
-def request(draw, target, route: str, methods: list[str], params: list[str]):
+def request(draw, target, route: str, methods: list[str], params: list[str], read: list[str]):
     known = [b"demo", b"alice", target["change"].encode(), target["trunk"].encode(), b"app.py", b"1", b"2"]
     path = route
     for p in params:
         raw = draw(values(known, URL_LONGEST))
         path = path.replace("{" + p + "}", quote_from_bytes(raw, safe="") if draw(st.booleans()) else
                             quote_from_bytes(raw, safe="/.%"))
-    pairs = draw(st.lists(st.tuples(st.one_of(st.sampled_from(FIELDS).map(str.encode), values([], URL_LONGEST)),
-                                    values(known, URL_LONGEST)), max_size=4))
+    # each field the page reads, half the time, perhaps twice; and a stray one
+    pairs = [(f.encode(), draw(values(known, URL_LONGEST))) for f in read for _ in range(draw(st.sampled_from([0, 1, 1, 2])))]
+    pairs += draw(st.lists(st.tuples(st.one_of(st.sampled_from(FIELDS).map(str.encode), values([], URL_LONGEST)),
+                                     values(known, URL_LONGEST)), max_size=1))
+    pairs = draw(st.permutations(pairs))
     if pairs:
         path += "?" + "&".join(quote_from_bytes(k, safe="") + "=" + quote_from_bytes(v, safe="") for k, v in pairs)
     method = draw(st.sampled_from(methods + ["POST"] if draw(st.integers(0, 9)) == 0 else methods))
     who = draw(st.sampled_from(["alice", "anonymous", "nobody"]))
-    csrf = draw(st.sampled_from(["right", "wrong", "none"]))
-    origin = draw(st.sampled_from(["none", "right", "evil", "null"]))
+    csrf = draw(st.sampled_from(["right", "right", "wrong", "none"]))
+    origin = draw(st.sampled_from(["none", "right", "right", "evil", "null"]))
     headers = {}
     if draw(st.booleans()):
         headers["HX-Request"] = "true"
@@ -208,8 +219,10 @@ def request(draw, target, route: str, methods: list[str], params: list[str]):
             body = b"".join(b'--fz\r\nContent-Disposition: form-data; name="' + k + b'"\r\n\r\n' + v + b"\r\n" for k, v in fields) + b"--fz--\r\n"
             ctype = "multipart/form-data; boundary=fz"
         elif shape == "json":
-            obj = draw(st.dictionaries(st.sampled_from(FIELDS), json_values(known), max_size=5))
-            obj["kind"] = draw(st.one_of(st.sampled_from(KINDS), json_values(known)))
+            # a third of the fields any operation reads, for a kind of ceremony, mostly on demo
+            obj = {f: draw(json_values(known)) for f in FIELDS if draw(st.integers(0, 2)) == 0}
+            obj["kind"] = draw(st.one_of(st.sampled_from(KINDS), st.sampled_from(KINDS), json_values(known)))
+            obj["repo"] = draw(st.one_of(st.just("demo"), st.just("demo"), json_values(known)))
             body = json.dumps(obj).encode()
             ctype = "application/json"
         elif shape == "json-other":
@@ -276,3 +289,59 @@ def test_hostile_requests(target, route):
             target["alice"] = Browser(target["console"])
             target["alice"].log_in(target["key"])
     fuzz()
+
+
+# -- what the fuzz found, each as a plain case -------------------------------------------------------
+
+def test_numbers_in_a_query_or_a_header_are_ascii_digits(target):
+    """'²' passes str.isdigit and fails int(): the running part, the change page and the live
+    stream read it as no number (they answered 500 with a traceback)."""
+    alice = target["alice"]
+    running = alice.http.get("/r/demo/queue/running?idle=%C2%B2", headers={"HX-Request": "true"})
+    assert running.status_code == 200 and 'id="running"' in running.text, running.text[:500]
+    page = alice.http.get(f"/r/demo/changes/{target['change']}?colours=%C2%B2")
+    assert page.status_code == 200 and target["change"] in page.text
+    with alice.http.stream("GET", "/live/demo", headers={"Last-Event-ID": "²".encode("latin-1")}) as r:
+        lines = r.iter_lines()
+        first = next(lines), next(lines)
+    assert r.status_code == 200 and first[0] == "event: hello" and '"next_seq"' in first[1], first
+    assert "Traceback" not in target["console"].output.read_text(errors="replace")
+
+
+def test_a_ceremony_body_that_is_not_a_json_object_is_refused_with_what_to_send(target):
+    """A body that is no JSON, no object, or holds a lone surrogate is a 400 saying what to send;
+    a field of the wrong type or a number no JSON float can be a 422 saying what it is (each
+    answered 500 with a traceback)."""
+    alice = target["alice"]
+
+    def begin(body: bytes) -> httpx.Response:
+        return alice.http.post("/ceremony/begin", content=body, headers={"Content-Type": "application/json", "X-CSRF-Token": alice.csrf})
+    for body, status, says in [
+            (b"{", 400, "the body is not JSON: send a JSON object"), (b"\xff{}", 400, "the body is not JSON"),
+            (b"[" * 5000, 400, "the body is not JSON"), (b"[1]", 400, "JSON but not an object"),
+            (b'{"kind": "freeze", "repo": "demo", "reason": "\\ud800"}', 400, "lone surrogate"),
+            (b'{"kind": ["login"]}', 422, "say which ceremony"),
+            (b'{"kind": "approve", "repo": "demo", "target_seq": 1e400}', 422, "target_seq is the sequence number"),
+            (b'{"kind": "session.start", "repo": "demo", "agent": "ada", "hours": 1e400}', 422, "a session lasts 1 to 168 hours"),
+            (b'{"kind": "session.start", "repo": "demo", "agent": "ada", "harness": ["codex"]}', 422, "the harness is one of"),
+            (b'{"kind": "comment", "repo": "demo", "target_seq": 2, "line": "\\u00b2", "path": "app.py", "text": "x"}', 422,
+             "the line is a line number"),
+            (b'{"kind": "repo.init", "repo": "other", "import_from": 5}', 422, "the source is text, or empty")]:
+        r = begin(body)
+        assert (r.status_code, r.json()["ok"]) == (status, False) and says in r.json()["error"], (body[:80], r.status_code, r.text)
+    for path in ("/ceremony/finish", "/webauthn/register/begin", "/webauthn/register/finish"):
+        r = alice.http.post(path, content=b"{", headers={"Content-Type": "application/json", "X-CSRF-Token": alice.csrf})
+        assert r.status_code == 400 and "send a JSON object" in r.json()["error"], (path, r.text)
+    r = alice.http.post("/ceremony/finish", json={"ceremony": ["x"]}, headers={"X-CSRF-Token": alice.csrf})
+    assert r.status_code == 422 and "unknown or old" in r.json()["error"], r.text
+    assert "Traceback" not in target["console"].output.read_text(errors="replace")
+
+
+def test_a_page_param_the_worker_refuses_is_a_4xx_with_its_message(target):
+    """The worker's `invalid` for a change id that is none is the asker's mistake: 400 with the
+    worker's message, not 502; to an htmx request, as a fragment."""
+    alice = target["alice"]
+    page = alice.http.get("/r/demo/changes/demo")
+    assert page.status_code == 400 and "change must be a change id" in page.text, page.text[:800]
+    versions = alice.http.get(f"/r/demo/changes/{target['change']}/compare?from=9&to=x", headers={"HX-Request": "true"})
+    assert versions.status_code == 400 and "choose two versions" in versions.text and "<html" not in versions.text, versions.text[:800]
