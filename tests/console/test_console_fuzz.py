@@ -233,7 +233,7 @@ def request(draw, target, route: str, methods: list[str], params: list[str], rea
                                                                            b"[" * 5000, b'"\\ud800"'])))
             ctype = draw(st.sampled_from(["application/json", "text/plain", None, "application/x-www-form-urlencoded"]))
         ctype = draw(st.sampled_from([ctype, ctype, "application/json", "text/html", "multipart/form-data"]))
-    return Request({"route": route, "path": path, "method": method, "who": who, "csrf": csrf, "origin": origin, "headers": headers,
+    return Request({"route": route, "guarded": "POST" in methods, "path": path, "method": method, "who": who, "csrf": csrf, "origin": origin, "headers": headers,
             "body": body, "ctype": ctype})
 
 
@@ -257,8 +257,18 @@ def send(target, req) -> tuple[int, str, bytes]:
             return r.status_code, ctype, body, "set-cookie" in r.headers
 
 
-def check(target, req, status: int, ctype: str, body: bytes, offset: int) -> None:
+def forged(req) -> bool:
+    """Whether the cross-site guard must refuse this POST: no session's CSRF token (none, a wrong
+    one, or no cookie to match it), another Origin, or a fetch another site made."""
+    return (req["csrf"] != "right" or req["who"] == "nobody" or req["origin"] in ("evil", "null")
+            or req["headers"].get("Sec-Fetch-Site", b"same-origin") != b"same-origin")
+
+
+def check(target, req, status: int, ctype: str, body: bytes, new_cookie: bool, offset: int) -> None:
     where = (req["method"], req["path"][:300], req["who"], req["ctype"], req["body"][:300])
+    if req["method"] == "POST" and req["guarded"] and forged(req):
+        # refused, and the session it came with untouched (a request without a cookie gets one)
+        assert (status, new_cookie and req["who"] != "nobody") == (403, False), (where, status, "a forged POST was not refused")
     out = target["console"].output.read_bytes()[offset:].decode(errors="replace")
     assert "Traceback" not in out, (where, out[-4000:])
     text = body.decode(errors="replace")
@@ -283,7 +293,7 @@ def test_hostile_requests(target, route):
     def fuzz(req):
         offset = target["console"].output.stat().st_size
         status, ctype, body, new_cookie = send(target, req)
-        check(target, req, status, ctype, body, offset)
+        check(target, req, status, ctype, body, new_cookie, offset)
         assert log_heads(target) == before, ("logged", req)
         if req["who"] == "alice" and new_cookie:    # logged out (or a new id): log in again for what follows
             target["alice"] = Browser(target["console"])
