@@ -138,13 +138,15 @@ def fields_read(source: str) -> list[str]:
 
 def routes() -> list[tuple[str, list[str], list[str], list[str]]]:
     """(path template, methods, path params, fields its endpoint reads) of every route and mount
-    of the console's app; a POST's fields are all of them (its operations read them)."""
+    of the console's app."""
     app = create_app(Settings(socket=Path("/nonexistent"), origin="http://localhost:1"))
     out = []
     for r in app.routes:
         if isinstance(r, Route):
             methods = sorted((r.methods or {"GET"}) - {"HEAD"})
-            read = FIELDS if "POST" in methods else fields_read(inspect.getsource(inspect.unwrap(r.endpoint)))
+            source = inspect.getsource(inspect.unwrap(r.endpoint))
+            # a POST's operations, or a page that hands its whole query on (expand.Ask.parse), read any field
+            read = FIELDS if "POST" in methods or "(request.query_params)" in source else fields_read(source)
             out.append((r.path, methods, list(r.param_convertors), read))
         elif isinstance(r, Mount):
             out.append((r.path + "/{rest}", ["GET"], ["rest"], []))
