@@ -80,8 +80,9 @@ async def json_object(request: Request) -> dict:
 
 def whole(value, low: int, high: int) -> int | None:
     """A whole number from low to high, sent as a JSON integer or as ASCII digits (a form's or a
-    query's text); None for anything else: '²' or '１' pass str.isdigit but not int(), a float is
-    no line or entry number, and a bool is no number at all."""
+    query's text); None for anything else: '²' passes str.isdigit but not int(), '１' and '١'
+    pass both but are no number a page sends, a float is no line or entry number, and a bool is
+    no number at all."""
     if isinstance(value, str) and re.fullmatch(r"[0-9]{1,18}", value.strip()):
         value = int(value.strip())
     if isinstance(value, int) and not isinstance(value, bool) and low <= value <= high:
