@@ -50,7 +50,10 @@ async def guard(request: Request) -> BrowserSession:
         refuse(request, "cross_site_fetch", 403, f"cross-site request refused (Sec-Fetch-Site: {fetch_site[:20]})")
     sent = request.headers.get(CSRF_HEADER)
     if sent is None and request.headers.get("content-type", "").startswith(("application/x-www-form-urlencoded", "multipart/form-data")):
-        sent = (await request.form()).get("csrf")
+        try:
+            sent = (await request.form()).get("csrf")
+        except HTTPException:
+            sent = None     # a form that does not parse holds no token: refused as any other without one
     if not isinstance(sent, str) or not hmac.compare_digest(sent, s.csrf):
         refuse(request, "csrf", 403, "the request lacks this page's CSRF token; reload the page and try again")
     if not request.app.state.sessions.kept(s):
