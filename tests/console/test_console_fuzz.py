@@ -189,21 +189,31 @@ class Request(dict):
 def request(draw, target, route: str, methods: list[str], params: list[str], read: list[str]):
     known = [b"demo", b"alice", target["change"].encode(), target["trunk"].encode(), b"app.py", b"1", b"2"]
     path = route
+    # hypothesis's own choices dwell on near copies of the last request: the picks that decide
+    # what a request reaches are made with a random it draws (seeded, so a run is repeatable),
+    # each nasty value as likely as another
+    rnd = draw(st.randoms(use_true_random=False))
+    listed = known + NASTY + list(MARKERS)
+
+    def value(longest: int) -> bytes:
+        return rnd.choice(listed) if rnd.random() < 0.6 else draw(values(known, longest))
+    real = {"repo": b"demo", "change": target["change"].encode(), "rest": b"lonca.css"}
     for p in params:
-        raw = draw(values(known, URL_LONGEST))
+        # half the time the real one, so the page gets past it to the fields it reads
+        raw = real.get(p, b"") if rnd.random() < 0.5 else value(URL_LONGEST)
         path = path.replace("{" + p + "}", quote_from_bytes(raw, safe="") if draw(st.booleans()) else
                             quote_from_bytes(raw, safe="/.%"))
     # each field the page reads, half the time, perhaps twice; and a stray one
-    pairs = [(f.encode(), draw(values(known, URL_LONGEST))) for f in read for _ in range(draw(st.sampled_from([0, 1, 1, 2])))]
+    pairs = [(f.encode(), value(URL_LONGEST)) for f in read for _ in range(rnd.choice([0, 1, 1, 2]))]
     pairs += draw(st.lists(st.tuples(st.one_of(st.sampled_from(FIELDS).map(str.encode), values([], URL_LONGEST)),
                                      values(known, URL_LONGEST)), max_size=1))
     pairs = draw(st.permutations(pairs))
     if pairs:
         path += "?" + "&".join(quote_from_bytes(k, safe="") + "=" + quote_from_bytes(v, safe="") for k, v in pairs)
     method = draw(st.sampled_from(methods + ["POST"] if draw(st.integers(0, 9)) == 0 else methods))
-    who = draw(st.sampled_from(["alice", "anonymous", "nobody"]))
-    csrf = draw(st.sampled_from(["right", "right", "wrong", "none"]))
-    origin = draw(st.sampled_from(["none", "right", "right", "evil", "null"]))
+    who = rnd.choice(["alice", "alice", "anonymous", "nobody"])
+    csrf = rnd.choice(["right", "right", "wrong", "none"])
+    origin = rnd.choice(["none", "right", "right", "evil", "null"])
     headers = {}
     if draw(st.booleans()):
         headers["HX-Request"] = "true"
@@ -214,7 +224,7 @@ def request(draw, target, route: str, methods: list[str], params: list[str], rea
     body, ctype = b"", None
     if method == "POST":
         shape = draw(st.sampled_from(["form", "json", "json-other", "raw", "multipart"]))
-        fields = draw(st.lists(st.tuples(st.sampled_from(FIELDS).map(str.encode), values(known)), max_size=5))
+        fields = [(f.encode(), value(70_000)) for f in rnd.sample(FIELDS, rnd.randint(0, 6))]
         if shape == "form":
             body = b"&".join(quote_from_bytes(k, safe="") .encode() + b"=" + quote_from_bytes(v, safe="").encode() for k, v in fields)
             ctype = "application/x-www-form-urlencoded"
@@ -303,6 +313,53 @@ def test_hostile_requests(target, route):
             target["alice"] = Browser(target["console"])
             target["alice"].log_in(target["key"])
     fuzz()
+
+
+def sweep_request(route, methods, params, target, headers=None, **over) -> Request:
+    real = {"repo": "demo", "change": target["change"], "rest": "lonca.css"}
+    path = route
+    for p in params:
+        path = path.replace("{" + p + "}", real.get(p, ""))
+    return Request({"route": route, "guarded": "POST" in methods, "path": path, "method": methods[0], "who": "alice",
+                    "csrf": "right", "origin": "right", "headers": headers or {}, "body": b"", "ctype": None, **over})
+
+
+def sweep_one(target, req) -> None:
+    offset = target["console"].output.stat().st_size
+    status, ctype, body, new_cookie = send(target, req)
+    check(target, req, status, ctype, body, new_cookie, offset)
+
+
+NUMBERISH = [b"-1", b"0", b"00", b"1e309", b"NaN", b"-99999999999999999999999", b"18446744073709551617", "²".encode(),
+             "١٢".encode(), "１".encode(), b"\x00", b"\xed\xa0\x80", b"\xff\xfe\xfd", *MARKERS]
+
+
+def test_every_nasty_value_in_every_field_a_page_reads(target):
+    """The draws above are few a route; this sweep is systematic: alice, on real path params, sends
+    each nasty value in every field a page reads (and as Last-Event-ID to the live stream), and each
+    number-like or markup value in every field of each kind of ceremony."""
+    before = log_heads(target)
+    sent = 0
+    for route, methods, params, read in ROUTES:
+        if methods == ["GET"] and read:
+            for v in NASTY + list(MARKERS):
+                query = "&".join(f + "=" + quote_from_bytes(v, safe="") for f in read)
+                req = sweep_request(route, methods, params, target, headers={"HX-Request": "true"} if len(v) % 2 else {})
+                req["path"] += "?" + query
+                sweep_one(target, req)
+                sent += 1
+    for v in HEADER_SAFE + NUMBERISH[:10]:
+        if all(b < 0x80 or b >= 0xa0 for b in v):      # what a header can carry as latin-1 text
+            sweep_one(target, sweep_request("/live/{repo}", ["GET"], ["repo"], target, headers={"Last-Event-ID": v}))
+            sent += 1
+    for kind in KINDS:
+        for v in NUMBERISH:
+            text = v.decode("utf-8", "surrogateescape").replace("\udced\udca0\udc80", "\ud800")
+            body = json.dumps({**{f: text for f in FIELDS}, "kind": kind, "repo": "demo"}).encode()
+            sweep_one(target, sweep_request("/ceremony/begin", ["POST"], [], target, body=body, ctype="application/json"))
+            sent += 1
+    assert log_heads(target) == before
+    assert sent > 500, sent
 
 
 # -- what the fuzz found, each as a plain case -------------------------------------------------------
