@@ -88,7 +88,9 @@ test-quick: $(STAMP)
 bench: $(STAMP) system-deps
 	@$(BIN)/python -m bench $(BENCH)
 
-# A longer run of the wire fuzz test (tests/test_fuzz_wire.py): 200 000 hostile lines against one worker.
+# A longer run of the fuzz tests: 200 000 hostile lines against one worker (tests/test_fuzz_wire.py),
+# 10 000 hostile HTTP requests against one console (tests/console/test_console_fuzz.py).
 .PHONY: fuzz
 fuzz: $(STAMP)
-	@LONCA_FUZZ_LINES=$${LONCA_FUZZ_LINES:-200000} $(BIN)/python -m pytest -q -p no:cacheprovider --timeout 3600 tests/test_fuzz_wire.py
+	@LONCA_FUZZ_LINES=$${LONCA_FUZZ_LINES:-200000} LONCA_FUZZ_CONSOLE=$${LONCA_FUZZ_CONSOLE:-10000} $(BIN)/python -m pytest -q \
+		-p no:cacheprovider --timeout 3600 tests/test_fuzz_wire.py tests/console/test_console_fuzz.py

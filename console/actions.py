@@ -18,7 +18,7 @@ from lonca.protocol import LoncaError, now_ms, session_start_op
 from . import ceremonies
 from .enrolments import Refused
 from . import forge
-from .guard import HEADER, NotLoggedIn, Refusal, call, client_of, describe, guard, refuse, session_of
+from .guard import HEADER, NotLoggedIn, Refusal, call, client_of, describe, guard, json_object, refuse, session_of, whole
 
 NAME_RE = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 # what a passkey may be registered for besides an enrolment, and whether that needs a login
@@ -55,24 +55,28 @@ def _text(value, what: str, limit: int = 4096) -> str:
 
 
 def _seq(value) -> int:
-    try:
-        seq = int(value)
-    except (TypeError, ValueError):
-        raise Refusal("target_seq is the sequence number of the pending entry") from None
-    if seq < 1:
+    seq = whole(value, 1, 2**63 - 1)
+    if seq is None:
         raise Refusal("target_seq is the sequence number of the pending entry")
     return seq
+
+
+def _optional_text(value, what: str) -> str | None:
+    """A field a form may leave empty: text, or nothing."""
+    if value is not None and not isinstance(value, str):
+        raise Refusal(f"{what} is text, or empty")
+    return (value or "").strip() or None
 
 
 # -- registration ---------------------------------------------------------------------------
 
 async def register_begin(request: Request):
     s = await guard(request)
-    body = await request.json()
+    body = await json_object(request)
     # a key for the operation named: the session's own name's (a rotation's new key, a recovery
     # key), or, with no session, the new key a recovery key is to sign over
     purpose = body.get("purpose") or None
-    if purpose is not None and purpose not in PURPOSES:
+    if purpose is not None and (not isinstance(purpose, str) or purpose not in PURPOSES):
         return problem(f"no registration for {str(purpose)[:40]!r}")
     if purpose is not None and PURPOSES[purpose] != s.logged_in:
         return problem("log in first" if PURPOSES[purpose] else "log out first: a recovery is for a key that is lost")
@@ -88,7 +92,7 @@ async def register_begin(request: Request):
 
 async def register_finish(request: Request):
     s = await guard(request)
-    body = await request.json()
+    body = await json_object(request)
     pending, s.registration = s.registration, None
     if pending is None:
         return problem("no registration was begun in this browser session; start again")
@@ -178,8 +182,8 @@ async def _begin_init(request, s, body):
     else:
         raise Refusal("register a key first (Enrol)")
     repo = _name(body.get("repo"), "the repository's name")
-    import_from = (body.get("import_from") or "").strip() or None
-    branch = (body.get("branch") or "").strip() or None
+    import_from = _optional_text(body.get("import_from"), "the source")
+    branch = _optional_text(body.get("branch"), "the branch")
     profile = body.get("profile") or None
     if profile not in (None, "cooperative", "hardened"):
         raise Refusal("the profile is cooperative or hardened")
@@ -208,14 +212,15 @@ async def _op_reject(body, request, repo):
 async def _op_comment(body, request, repo):
     """A comment on a file of the pending version, on one of its lines or symbols, perhaps asking
     for changes; the worker checks that the file is one the change touches."""
-    line = str(body.get("line") or "").strip()
-    if line and not (line.isdigit() and 1 <= int(line) <= 10_000_000):
+    line = body.get("line")
+    line = None if line is None or isinstance(line, str) and not line.strip() else line
+    if line is not None and whole(line, 1, 10_000_000) is None:
         raise Refusal("the line is a line number of this version (1 or more), or empty")
     path = body.get("path")
     if not isinstance(path, str) or not path:
         raise Refusal("choose the file the comment is on")
     symbol = str(body.get("symbol") or "").strip() or None
-    op = {"op": "comment", "target_seq": _seq(body.get("target_seq")), "path": path, "line": int(line) if line else None,
+    op = {"op": "comment", "target_seq": _seq(body.get("target_seq")), "path": path, "line": whole(line, 1, 10_000_000),
           "symbol": symbol, "text": _text(body.get("text"), "your comment"), "request_changes": bool(body.get("request_changes"))}
     where = path + (f" line {op['line']}" if op["line"] else "") + (f" ({symbol})" if symbol else "")
     return op, f"{'request changes' if op['request_changes'] else 'comment'} on entry {op['target_seq']} at {where}"
@@ -236,17 +241,14 @@ async def _op_redact(body, request, repo):
 
 async def _op_session(body, request, repo):
     agent = _name(body.get("agent"), "the agent's name")
-    try:
-        hours = int(body.get("hours") or 8)
-    except ValueError:
-        raise Refusal("hours is a whole number") from None
-    if not 1 <= hours <= 168:
-        raise Refusal("a session lasts 1 to 168 hours")
+    hours = whole(body.get("hours") or 8, 1, 168)
+    if hours is None:
+        raise Refusal("a session lasts 1 to 168 hours (a whole number)")
     paths = [p.strip() for p in str(body.get("paths") or "**").split(",") if p.strip()] or ["**"]
     op = session_start_op(f"{agent}-{secrets.token_hex(4)}", agent, now_ms() + hours * 3600_000, paths,
                           task=str(body.get("task") or "").strip() or None)
     name = body.get("harness") or None
-    if name is not None and name not in HARNESSES:
+    if name is not None and (not isinstance(name, str) or name not in HARNESSES):
         raise Refusal(f"the harness is one of {', '.join(HARNESSES)}, or none")
     if name:
         op["harness"] = name    # signed: the level of its hooks is read for this harness only
@@ -405,8 +407,10 @@ STEP_UP = ("repo.backup", "repo.restore")  # no operation of the log: signed as 
 
 async def ceremony_begin(request: Request):
     s = await guard(request)
-    body = await request.json()
+    body = await json_object(request)
     kind = body.get("kind")
+    if not isinstance(kind, str):
+        return problem("say which ceremony: kind is its name (login, approve, ...)")
     try:
         if kind == "login":
             c, uv, credential_id = await _begin_login(request, s, body)
@@ -442,10 +446,10 @@ async def ceremony_begin(request: Request):
 
 async def ceremony_finish(request: Request):
     s = await guard(request)
-    body = await request.json()
+    body = await json_object(request)
     # Not consumed here: the worker refuses a second use of the nonce (nonce_reused), so a replay
     # is refused where it matters and the browser is told why.
-    c = s.ceremonies.get(body.get("ceremony"))
+    c = s.ceremonies.get(body.get("ceremony")) if isinstance(body.get("ceremony"), str) else None
     if c is None:
         return problem("this signing request is unknown or old; start again")
     credential = body.get("credential")

@@ -2,6 +2,8 @@
 the cross-site guard on every POST (the session's CSRF token, and the Origin when one is sent).
 Each refusal here is a console event on the security page."""
 import hmac
+import json
+import re
 from typing import NoReturn
 
 from starlette.exceptions import HTTPException
@@ -48,7 +50,10 @@ async def guard(request: Request) -> BrowserSession:
         refuse(request, "cross_site_fetch", 403, f"cross-site request refused (Sec-Fetch-Site: {fetch_site[:20]})")
     sent = request.headers.get(CSRF_HEADER)
     if sent is None and request.headers.get("content-type", "").startswith(("application/x-www-form-urlencoded", "multipart/form-data")):
-        sent = (await request.form()).get("csrf")
+        try:
+            sent = (await request.form()).get("csrf")
+        except HTTPException:
+            sent = None     # a form that does not parse holds no token: refused as any other without one
     if not isinstance(sent, str) or not hmac.compare_digest(sent, s.csrf):
         refuse(request, "csrf", 403, "the request lacks this page's CSRF token; reload the page and try again")
     if not request.app.state.sessions.kept(s):
@@ -56,6 +61,36 @@ async def guard(request: Request) -> BrowserSession:
         if why:
             refuse(request, "rate_limited", 429, f"too many requests before a login: {why}")
     return s
+
+
+async def json_object(request: Request) -> dict:
+    """The body of a ceremony's POST: a JSON object of UTF-8 text, or a 400 that says so (the
+    browser's script always sends one; anything else is hand-made). Checked once here, so no
+    operation meets bytes that are not text, a list where it reads fields, or a lone surrogate
+    that no answer could encode."""
+    try:
+        body = json.loads(await request.body())
+    except (ValueError, RecursionError):
+        raise HTTPException(400, "the body is not JSON: send a JSON object, as the console's page does") from None
+    if not isinstance(body, dict):
+        raise HTTPException(400, "the body is JSON but not an object: send a JSON object, as the console's page does")
+    try:
+        json.dumps(body, ensure_ascii=False).encode()
+    except UnicodeEncodeError:
+        raise HTTPException(400, "the body holds a lone surrogate (\\ud800 to \\udfff), which is no text: send UTF-8 text") from None
+    return body
+
+
+def whole(value, low: int, high: int) -> int | None:
+    """A whole number from low to high, sent as a JSON integer or as ASCII digits (a form's or a
+    query's text); None for anything else: '²' passes str.isdigit but not int(), '１' and '١'
+    pass both but are no number a page sends, a float is no line or entry number, and a bool is
+    no number at all."""
+    if isinstance(value, str) and re.fullmatch(r"[0-9]{1,18}", value.strip()):
+        value = int(value.strip())
+    if isinstance(value, int) and not isinstance(value, bool) and low <= value <= high:
+        return value
+    return None
 
 
 # `status` without its lists (status.lists, an addition to the seed): the repository's header

@@ -12,7 +12,7 @@ from lonca.client import Unreachable
 from lonca.protocol import LoncaError
 
 from . import views
-from .guard import session_of
+from .guard import session_of, whole
 
 WAIT_MS = 25_000
 FINAL = ("forbidden", "not_found")    # refusals a reconnection would only meet again
@@ -31,7 +31,7 @@ async def live(request: Request) -> Response:
         try:
             # a reconnecting EventSource says the last seq it got: nothing between is lost
             last = request.headers.get("last-event-id", "")
-            start = int(last) + 1 if last.isdigit() and len(last) < 16 else \
+            start = last_seq + 1 if (last_seq := whole(last, 0, 10**15)) is not None else \
                 (await client.call("status", {"lists": []}, repo=repo, token=token))["next_seq"]
             yield {"event": "hello", "data": json.dumps({"next_seq": start})}
             while True:

@@ -2,6 +2,7 @@
 htmx (HX-Request), which refreshes it on log entries (`lonca:log`, or `lonca:state` for all but heartbeats and other observations: see static/live.js)."""
 import asyncio
 import base64
+import functools
 
 from markupsafe import escape
 from starlette.requests import Request
@@ -12,13 +13,18 @@ from lonca.protocol import LoncaError, now_ms
 
 from . import expand, plots, queue_stats, running, versions, views
 from .actions import serves_repositories
-from .guard import HEADER, NotLoggedIn, call, describe, session_of
+from .guard import HEADER, NotLoggedIn, call, describe, session_of, whole
 
 QUEUE_COLUMNS = ("queued", "verifying", "integrated", "conflicted", "failed")
 STOPPED = ("conflicted", "failed", "rejected", "withdrawn")
 RECENT = 20
 LOG_SHOWN = 200
 REVIEW_ROWS_KEPT = 8     # review tables kept, by repository and log position
+# The worker's refusals of what the request asked (a path param or query value it refuses as
+# `invalid`, a repository that is not there) are the asker's to fix: a 4xx with the worker's
+# message. Anything else it answers (git, integrity, internal) is the server's: 502.
+STATUS_OF = {"invalid": 400, "not_found": 404, "forbidden": 403, "too_large": 413, "rate_limited": 429,
+             "foreign_key": 409}
 
 
 def render(request: Request, template: str, ctx: dict, fragment: str | None = None, status: int = 200) -> Response:
@@ -39,14 +45,14 @@ def to_login(request: Request) -> Response:
 
 def page(fn):
     """A page that needs a human session and shows the worker's refusals as its error."""
+    @functools.wraps(fn)  # its name and source stay the page's (tracebacks, tests/console/test_console_fuzz.py)
     async def handler(request: Request) -> Response:
         try:
             return await fn(request)
         except NotLoggedIn:
             return to_login(request)
         except (LoncaError, Unreachable) as e:
-            code = e.code if isinstance(e, LoncaError) else None
-            status = 404 if code == "not_found" else 403 if code == "forbidden" else 502
+            status = STATUS_OF.get(e.code, 502) if isinstance(e, LoncaError) else 502
             return render(request, "error.html", {"error": describe(e), "repo": request.path_params.get("repo")},
                           "_error.html", status)
     return handler
@@ -179,7 +185,7 @@ async def change(request: Request) -> Response:
     return render(request, "change.html", {
         "repo": repo, "rec": rec, "diff": diff, "files": views.diff_tables(diff["diff"], pending is not None, split, colours, f"/r/{repo}/context?commit={diff['commit']}"),
         "split": split,
-        "colours": colours, "colour_try": int(tries) + 1 if tries.isdigit() and len(tries) < 3 else 1, "st": st, "comments": comments,
+        "colours": colours, "colour_try": (whole(tries, 0, 99) or 0) + 1, "st": st, "comments": comments,
         "claims": views.claims_body(cid, rec["commit"], rec.get("claim"), rec.get("facts")), "leases": leases, "pending": pending,
         "symbols": views.symbol_blocks(diff["base"], diff["commit"], diff["files"], pending is not None),
         "timeline": timeline, "approvals": timeline.notes_for(pending["seq"]) if pending else [],
@@ -217,7 +223,7 @@ async def compare(request: Request) -> Response:
         old = new = 0
     if old not in commits or new not in commits:
         return render(request, "error.html", {"error": f"choose two versions of this change, 1 to {len(commits)} "
-                                                       "(?from=N&to=M)", "repo": repo}, status=400)
+                                                       "(?from=N&to=M)", "repo": repo}, "_error.html", status=400)
     text, paths = await versions.compare(lambda m, p: call(request, m, p, repo=repo), request.app.state.trees,
                                          commits[old], commits[new])
     colours = views.coloured_now(text)
@@ -267,8 +273,8 @@ async def queue_running(request: Request) -> Response:
     output and elapsed times move without a log entry), and a few seconds more once they stop."""
     repo = request.path_params["repo"]
     now_running = await call(request, "queue.running", repo=repo)
-    idle = request.query_params.get("idle", "")
-    idle = 0 if now_running["rounds"] else (int(idle) if idle.isdigit() else running.IDLE_POLLS) + 1
+    polls = whole(request.query_params.get("idle", ""), 0, running.IDLE_POLLS)
+    idle = 0 if now_running["rounds"] else (running.IDLE_POLLS if polls is None else polls) + 1
     return render(request, "_running.html", {"repo": repo, "running": running.rounds(now_running), "now": now_running["now_ms"],
                                              "idle": idle, "poll": idle < running.IDLE_POLLS})
 

@@ -158,22 +158,31 @@ class Passkey:
                            "response": {"clientDataJSON": b64u(client), "attestationObject": b64u(attestation)},
                            "clientExtensionResults": {}})
 
-    def _sig(self, message: bytes, nonce: str, issued_ms: int) -> dict:
+    def assertion(self, challenge: str) -> dict:
+        """The browser's `credential.toJSON()` for an assertion over `challenge` (base64url, as
+        the console's request options carry it): what a console's /ceremony/finish takes."""
         import base64
         import hashlib
         import json
-
-        from lonca import webauthn
 
         def b64u(b: bytes) -> str:
             return base64.urlsafe_b64encode(b).rstrip(b"=").decode()
         self.count += 1
         auth_data = hashlib.sha256(self.RP_ID.encode()).digest() + bytes([0x05]) + self.count.to_bytes(4, "big")
-        client = json.dumps({"type": "webauthn.get", "challenge": b64u(webauthn.challenge(message)),
-                             "origin": self.ORIGIN, "crossOrigin": False}).encode()
+        client = json.dumps({"type": "webauthn.get", "challenge": challenge, "origin": self.ORIGIN,
+                             "crossOrigin": False}).encode()
         signature = self._sign(auth_data + hashlib.sha256(client).digest())
+        return {"id": self.CREDENTIAL_ID, "rawId": self.CREDENTIAL_ID, "type": "public-key",
+                "response": {"authenticatorData": b64u(auth_data), "clientDataJSON": b64u(client),
+                             "signature": b64u(signature)}}
+
+    def _sig(self, message: bytes, nonce: str, issued_ms: int) -> dict:
+        from webauthn.helpers import bytes_to_base64url
+
+        from lonca import webauthn
+        r = self.assertion(bytes_to_base64url(webauthn.challenge(message)))["response"]
         return {"human": self.name, "nonce": nonce, "issued_ms": issued_ms,
-                "sig": webauthn.encode_sig(b64u(auth_data), b64u(client), b64u(signature))}
+                "sig": webauthn.encode_sig(r["authenticatorData"], r["clientDataJSON"], r["signature"])}
 
     def sign_op(self, repo: str, op: dict) -> dict:
         from lonca import humansig
