@@ -90,11 +90,19 @@ def _split(items: list, parts: int) -> list[list]:
 def run_lanes(repo: pygit2.Repository, trunk: str, changes: list[QueuedChange],
               prints: list[Footprint], verify: Verify, runners: int,
               committer: pygit2.Signature | None = None,
-              cache: SymbolCache | None = None, speculate: bool = True) -> BatchOutcome:
+              cache: SymbolCache | None = None, speculate: bool = True,
+              announce: Callable[[Chain], None] | None = None) -> BatchOutcome:
     """One round over `changes` (queue order) whose footprints are `prints`. Commits are made on
     the calling thread; `verify(prefix, commit)` runs on up to `runners` threads at once, so it
     must open its own handle on the store. Creates commits only, never moves a ref. `speculate`
-    False: a failing run is bisected one prefix at a time (lanes still verified in parallel)."""
+    False: a failing run is bisected one prefix at a time (lanes still verified in parallel).
+
+    `announce` (under `speculate`; pipelining, called at most once, from the round's thread):
+    told the chain this round lands if that chain's checks pass, as soon as it is known: after
+    the first wave, the whole lanes that passed as one tree, whose check then starts (at once
+    when it passed as such already). When it passes the round lands exactly it, so the caller may
+    build the next round on its tip meanwhile; when it fails the round lands something else or
+    nothing, and what was built on it is thrown away."""
     groups = partition(prints)
     width = runners if speculate else 1
     if runners <= 1 or len(groups) <= 1:
@@ -140,6 +148,7 @@ def run_lanes(repo: pygit2.Repository, trunk: str, changes: list[QueuedChange],
         # a group that fails is cut until each failing group is one lane (group testing)
         failing: list[list[_Lane]] = [] if wave else [lanes]
         early: list[tuple[Chain, Future]] = []  # the whole lanes passed so far as one tree (speculate)
+        announced = False
         while wave or failing:
             for (part, chain), f in zip(wave, futures):
                 v = f.result()
@@ -151,6 +160,21 @@ def run_lanes(repo: pygit2.Repository, trunk: str, changes: list[QueuedChange],
                     part[0].tip = v
                 else:
                     failing.append(part)
+            whole = [lane for lane in lanes if lane.good == len(lane.chain)]
+            if announce is not None and speculate and whole and not announced:
+                # pipelining: the whole lanes passed so far are the tree this round lands (checked
+                # before the cuts: the next round waits on it)
+                announced = True
+                ids = {c.change for lane in whole for c, _ in lane.chain}
+                known = next(((c, v) for c, v in passed if {q.change for q, _ in c} == ids), None)
+                if known is not None:
+                    done: Future = Future()
+                    done.set_result(known[1])
+                    early.append((known[0], done))
+                    announce(known[0])
+                elif (chain := build(whole)) is not None:
+                    early.append((chain, check(chain)))
+                    announce(chain)
             # each failing group cut in as many parts as the free runners allow (at least halves):
             # a wave fewer for every doubling of the parts (one runner kept for the early tree)
             free = runners - (1 if speculate else 0)
@@ -160,9 +184,8 @@ def run_lanes(repo: pygit2.Repository, trunk: str, changes: list[QueuedChange],
             failing = []
             # beside a halving wave, on a runner it leaves free: what passed so far as one tree,
             # which can land when the wave ends instead of a wave later
-            whole = [lane for lane in lanes if lane.good == len(lane.chain)]
             size = sum(len(lane.chain) for lane in whole)
-            if speculate and wave and len(wave) < runners and len(whole) > 1 \
+            if announce is None and speculate and wave and len(wave) < runners and len(whole) > 1 \
                     and size > max([len(c) for c, _ in early] + [len(c) for c, _ in passed]):
                 if (chain := build(whole)) is not None:
                     early.append((chain, check(chain)))

@@ -10,13 +10,16 @@ At a shutdown the running checks' groups are killed (`kill_running`) so the work
 seconds, not after the check's time limit."""
 import asyncio
 import logging
+import threading
 from dataclasses import dataclass
 
 import pygit2
 
 from lonca.protocol import LoncaError
-from lonca.queue import CheckSpec, QueuedChange, Verdict, ahead, attestations, footprint, reasons, run_lanes, verify_tree
+from lonca.queue import (CheckSpec, Footprint, QueuedChange, Verdict, ahead, attestations, clear_of, footprint, reasons,
+                         run_lanes, verify_tree)
 from lonca.queue.checks import kill_running
+from lonca.queue.slots import Slots
 
 from . import gitstore
 from .gitstore import DAEMON_SIG
@@ -45,6 +48,8 @@ class QueueRunner:
         self.wake = asyncio.Event()
         self._task: asyncio.Task | None = None
         self._unmediated: set[tuple[str, str]] = set()  # (repo, commit) logged as import.unmediated
+        self._slots: dict[str, Slots] = {}      # repo -> its runner slots, shared by its rounds in flight
+        self._rounds = 0                        # rounds started: the older round's checks go first
 
     def start(self, on_fatal) -> None:
         self._task = supervise("merge queue", self._run(), on_fatal)
@@ -67,8 +72,8 @@ class QueueRunner:
                     continue    # foreign: nothing can be logged there until a daemon.recover
                 try:
                     await self._check_trunk_ref(rs)
-                    while rs.queue and not rs.frozen:
-                        await self._drain_once(rs)
+                    if rs.queue and not rs.frozen:
+                        await self._drain(rs)
                     if rs.policy.checks_before_decision and not rs.frozen:
                         await self._check_pending(rs)
                 except LoncaError as e:  # the log is not writable now (the database is away)
@@ -84,34 +89,94 @@ class QueueRunner:
         if not gitstore.clear_stale_trunk_lock(self.d.config.store_path(rs.name)):
             raise LoncaError("git", f"trunk's ref of {rs.name} is locked by a running process; the integration waits for it")
 
-    async def _drain_once(self, rs: RepoState) -> None:
-        """One round of up to batch_size changes: merged, verified (bisected on a failure; in
-        independent lanes at once under [queue] runners > 1), then logged; trunk's ref moves
-        after the entry is durable."""
-        self._trunk_unlocked(rs)
-        window = self._ordered(rs)[: max(1, rs.policy.batch_size)]
-        batch = [self._queued(rs, cid) for cid in window]
-        prints = [footprint(rs.changes[cid].paths, rs.changes[cid].facts) for cid in window]
-        now, pol, repo, trunk, symbols = self.d.now_ms(), rs.policy, rs.name, rs.trunk, self.d.symbols
-        snap = _Snapshot(pol, {q.change: rs.quota_reasons(rs.changes[q.change].session, now) for q in batch},
-                      {q.change: pol.runs(rs.changes[q.change]) or [] for q in batch})
-        committer = pygit2.Signature(*DAEMON_SIG, now // 1000, 0)
+    async def _drain(self, rs: RepoState) -> None:
+        """Rounds of up to batch_size changes until the queue is empty or frozen: merged, verified
+        (bisected on a failure; in independent lanes at once under [queue] runners > 1), then
+        logged; trunk's ref moves after the entry is durable.
 
-        watched = self.d.running.begin(repo, "integrate", [q.change for q in batch])
+        Pipelined under `speculate` with runners > 1: once a round has announced the tree it
+        lands if that tree's checks pass, the next round starts on that tree (with the changes
+        that depend on nothing the first may still reject or requeue) while the first one's
+        checks and culprit search go on. The next round is logged only if trunk is then exactly
+        the tree it was built on; otherwise it is thrown away unlogged, its changes still queued.
+        Either way a tree lands only on passing checks of exactly that tree."""
+        head = self._start(rs, rs.trunk, None)
+        nxt: _InFlight | None = None
+        try:
+            while head is not None:
+                if head.pipelined:
+                    await asyncio.wait([head.task, head.announced], return_when=asyncio.FIRST_COMPLETED)
+                    if head.announced.done() and not head.task.done() and not rs.frozen:
+                        nxt = self._start(rs, head.announced.result(), head)
+                await self._settle(rs, await head.task)
+                if nxt is not None and rs.trunk != nxt.base:
+                    await nxt.discard()
+                    nxt = None
+                head, nxt = nxt, None
+                if head is None and rs.queue and not rs.frozen:
+                    head = self._start(rs, rs.trunk, None)
+        finally:
+            for r in (head, nxt):       # an error (the log away): no round goes on unlogged
+                if r is not None and not r.task.done():
+                    await r.discard()
+
+    def _start(self, rs: RepoState, base: str, ahead: "_InFlight | None") -> "_InFlight | None":
+        """A round on `base` (trunk, or the tree the round `ahead` announced), in a thread of its
+        own; None when no queued change may go in it. Beside a round in flight it takes only
+        changes that depend on none of that round's changes outside the announced tree."""
+        if ahead is None:
+            self._trunk_unlocked(rs)    # a round beside one in flight meets the lock when it lands
+        order = [cid for cid in self._ordered(rs) if cid not in self.d.verifying]
+        if ahead is not None:
+            held = [p for cid, p in zip(ahead.window, ahead.prints) if cid not in ahead.landing]
+            order = [order[i] for i in clear_of([self._print(rs, cid) for cid in order], held)]
+        window = order[: max(1, rs.policy.batch_size)]
+        if not window:
+            return None
+        batch = [self._queued(rs, cid) for cid in window]
+        prints = [self._print(rs, cid) for cid in window]
+        now, pol, repo, symbols = self.d.now_ms(), rs.policy, rs.name, self.d.symbols
+        snap = _Snapshot(pol, {q.change: rs.quota_reasons(rs.changes[q.change].session, now) for q in batch},
+                         {q.change: pol.runs(rs.changes[q.change]) or [] for q in batch})
+        committer = pygit2.Signature(*DAEMON_SIG, now // 1000, 0)
+        slots = self._slots.get(repo)
+        if slots is None or (slots.size != max(1, pol.runners) and slots.idle):
+            slots = self._slots[repo] = Slots(pol.runners)
+        self._rounds += 1
+        loop = asyncio.get_running_loop()
+        r = _InFlight(base, window, prints, pol.speculate and pol.runners > 1, loop.create_future())
+        watched = self.d.running.begin(repo, "integrate", window)
+        order_no = self._rounds
 
         def verify(prefix: list[QueuedChange], commit: str) -> Verdict:
-            # the lanes' checks run on threads of their own: each takes its thread's handle
-            return self._verify(self.d.store(repo), snap, prefix, commit, watched)
+            if r.cancelled.is_set():
+                return Verdict(ok=False, reasons=["cancelled"], detail=[])
+            with slots.take(order_no):
+                if r.cancelled.is_set():
+                    return Verdict(ok=False, reasons=["cancelled"], detail=[])
+                # the lanes' checks run on threads of their own: each takes its thread's handle
+                return self._verify(self.d.store(repo), snap, prefix, commit, watched)
+
+        def announce(chain: list[tuple[QueuedChange, str]]) -> None:
+            r.landing = {q.change for q, _ in chain}
+            loop.call_soon_threadsafe(lambda: r.announced.done() or r.announced.set_result(chain[-1][1]))
 
         def work():
-            return run_lanes(self.d.store(repo), trunk, batch, prints, verify, pol.runners, committer, symbols,
-                             speculate=pol.speculate)
-        self.d.verifying.update(q.change for q in batch)
-        try:
-            out = await asyncio.to_thread(work)
-        finally:
-            self.d.verifying.difference_update(q.change for q in batch)
-            self.d.running.end(repo, watched)
+            return run_lanes(self.d.store(repo), base, batch, prints, verify, pol.runners, committer, symbols,
+                             speculate=pol.speculate, announce=announce if r.pipelined else None)
+
+        async def run():
+            try:
+                return await asyncio.to_thread(work)
+            finally:
+                self.d.verifying.difference_update(window)
+                self.d.running.end(repo, watched)
+        self.d.verifying.update(window)
+        r.task = asyncio.ensure_future(run())
+        return r
+
+    async def _settle(self, rs: RepoState, out) -> None:
+        """A round's outcome logged: conflicts and culprits denied, what passed landed."""
         for q, integration in out.conflicted:
             conflicts = integration.conflicts
             await self._log_one(rs, q.change, conflicts, [], [f"conflict:{c}" for c in conflicts] or ["merge_conflict"])
@@ -120,6 +185,10 @@ class QueueRunner:
             await self._land(rs, out.trunk_before, out.landed, verdict.detail if verdict else [])
         for q, verdict in out.rejected:
             await self._log_one(rs, q.change, [], verdict.detail, verdict.reasons)
+
+    @staticmethod
+    def _print(rs: RepoState, cid: str) -> Footprint:
+        return footprint(rs.changes[cid].paths, rs.changes[cid].facts)
 
     async def _check_pending(self, rs: RepoState) -> None:
         """[review] checks_before_decision: the oldest pending change whose version has not been
@@ -157,7 +226,7 @@ class QueueRunner:
         urgent = {i for i, cid in enumerate(rs.queue) if rs.changes[cid].priority_seq is not None}
         if not urgent:
             return list(rs.queue)
-        prints = [footprint(rs.changes[cid].paths, rs.changes[cid].facts) for cid in rs.queue]
+        prints = [QueueRunner._print(rs, cid) for cid in rs.queue]
         return [rs.queue[i] for i in ahead(prints, urgent)]
 
     def _queued(self, rs: RepoState, cid: str) -> QueuedChange:
@@ -265,6 +334,28 @@ class QueueRunner:
             log.error("%s: trunk's ref was moved outside Lonca to %s; logged as import.unmediated and set back to %s "
                       "(import it with human.prepare_import to adopt it)", rs.name, found, expected)
         self.move_trunk(rs.name, rs.trunk)
+
+
+class _InFlight:
+    """A round running on its thread: the trunk it is built on (`base`), its window, and once
+    it announced the tree it lands on passing checks, that tree's commit (`announced`)."""
+
+    def __init__(self, base: str, window: list[str], prints: list[Footprint], pipelined: bool,
+                 announced: asyncio.Future) -> None:
+        self.base, self.window, self.prints, self.pipelined = base, window, prints, pipelined
+        self.announced = announced
+        self.landing: set[str] = set()      # the changes of the announced tree
+        self.cancelled = threading.Event()
+        self.task: asyncio.Future
+
+    async def discard(self) -> None:
+        """Built on a tree that did not land (or the drain failed): its checks not yet started
+        never start, and its outcome is not logged; its changes stay queued."""
+        self.cancelled.set()
+        try:
+            await self.task
+        except Exception:
+            log.exception("a discarded round failed")
 
 
 class _Moved(Exception):
