@@ -151,3 +151,42 @@ def test_a_human_signed_priority_goes_ahead_of_what_it_is_independent_of(repo_en
     assert order == [ids[n][0] for n in ("head", "urgent", "a", "b")]
     late = env.submit({"op": "priority", "change": ids["a"][0]})
     assert late["decision"] == {"outcome": "deny", "reasons": ["not_queued"]}
+
+
+def test_the_next_round_runs_on_the_tree_a_round_is_about_to_land(repo_env, tmp_path):
+    # pipelining: a round of a, b (failing), c announces a + c as the tree it lands; the next
+    # round, d and e, is built on that tree and its checks start before a + c is logged
+    spans = tmp_path / "spans.txt"
+    check = ("import json, pathlib, sys, time; start = time.time(); time.sleep(1.5); "
+             "names = sorted(p.name for p in pathlib.Path('lib').glob('*.py')); "
+             "bad = any('BAD' in (pathlib.Path('lib') / n).read_text() for n in names); "
+             "open(sys.argv[1], 'a').write(json.dumps([start, names]) + '\\n'); sys.exit(1 if bad else 0)")
+    env = repo_env
+    env.policy(f'[verification]\ntests = {json.dumps(["python3", "-c", check, str(spans)])}\nbatch_size = 3\n'
+               '[queue]\nrunners = 4\n')
+    c = env.client
+    base = env.status()["trunk"]
+    ids = {}
+    for name in ("first", "a", "b", "c", "d", "e"):
+        t = env.agent(name)["token"]
+        acquire(c, t, f"lib/{name}.py#<file>")
+        body = f"def {name}():\n    return {'BAD' if name == 'b' else 1}\n"
+        ids[name] = (propose(c, t, base, {f"lib/{name}.py": body})["change"], t)
+        if name == "first":
+            time.sleep(0.3)     # `first` is verified alone; a, b, c make the next round (batch_size 3)
+    for name, (cid, t) in ids.items():
+        wait_status(c, t, cid, "rejected" if name == "b" else "integrated", timeout=90)
+    entries = [e["entry"] for e in env.log()]
+    landings = [e for e in entries if e["op"]["op"] in ("change.integrate", "change.integrate_batch")
+                and e["decision"]["outcome"] == "allow"]
+    changes = {v[0]: k for k, v in ids.items()}
+    merged = [[changes[cid] for cid, _ in e["op"]["merged"]] if e["op"]["op"] == "change.integrate_batch"
+              else [changes[e["op"]["change"]]] for e in landings]
+    assert merged == [["first"], ["a", "c"], ["d", "e"]]
+    assert landings[2]["op"]["trunk_before"] == landings[1]["op"]["merged"][-1][1]
+    # a check of a tree holding d started before a + c was logged (and so before it was checked)
+    starts = [json.loads(line) for line in spans.read_text().splitlines()]
+    assert min(start for start, names in starts if "d.py" in names) * 1000 < landings[1]["time_ms"]
+    assert _trees_have_their_attestations(env) == 3
+    res = env.w.cli("audit", "verify", "--json")
+    assert res.returncode == 0, res.stderr
