@@ -10,14 +10,18 @@ At a shutdown the running checks' groups are killed (`kill_running`) so the work
 seconds, not after the check's time limit."""
 import asyncio
 import logging
+import shutil
+import tempfile
 import threading
 from dataclasses import dataclass
+from pathlib import Path
 
 import pygit2
 
 from lonca.protocol import LoncaError
 from lonca.queue import (CheckSpec, Footprint, QueuedChange, Verdict, ahead, attestations, clear_of, footprint, reasons,
                          run_lanes, verify_tree)
+from lonca.queue.checkout import KeptCheckout
 from lonca.queue.checks import kill_running
 from lonca.queue.slots import Slots
 
@@ -50,6 +54,7 @@ class QueueRunner:
         self._unmediated: set[tuple[str, str]] = set()  # (repo, commit) logged as import.unmediated
         self._slots: dict[str, Slots] = {}      # repo -> its runner slots, shared by its rounds in flight
         self._rounds = 0                        # rounds started: the older round's checks go first
+        self._kept: dict[tuple[str, int], KeptCheckout] = {}   # (repo, slot) -> its checkout
 
     def start(self, on_fatal) -> None:
         self._task = supervise("merge queue", self._run(), on_fatal)
@@ -59,6 +64,8 @@ class QueueRunner:
             self._task.cancel()
         if kill_running():
             log.info("the running checks were killed: the worker is stopping")
+        for kept in self._kept.values():
+            shutil.rmtree(kept.root.parent, ignore_errors=True)
 
     async def _run(self) -> None:
         while True:
@@ -151,11 +158,11 @@ class QueueRunner:
         def verify(prefix: list[QueuedChange], commit: str) -> Verdict:
             if r.cancelled.is_set():
                 return Verdict(ok=False, reasons=["cancelled"], detail=[])
-            with slots.take(order_no):
+            with slots.take(order_no) as slot:
                 if r.cancelled.is_set():
                     return Verdict(ok=False, reasons=["cancelled"], detail=[])
                 # the lanes' checks run on threads of their own: each takes its thread's handle
-                return self._verify(self.d.store(repo), snap, prefix, commit, watched)
+                return self._verify(self.d.store(repo), snap, prefix, commit, watched, self._checkout(repo, slot))
 
         def announce(chain: list[tuple[QueuedChange, str]]) -> None:
             r.landing = {q.change for q, _ in chain}
@@ -235,8 +242,16 @@ class QueueRunner:
         author = pygit2.Signature((rec.actor.get("name") or "lonca")[:200], DAEMON_SIG[1], now // 1000, 0)
         return QueuedChange(cid, rec.commit, rec.base, f"{rec.intent or 'Lonca change'}\n\nLonca-Change: {cid}\n", author)
 
+    def _checkout(self, repo: str, slot: int) -> KeptCheckout:
+        """The checkout a runner slot keeps between checks (a check holds its slot while it runs)."""
+        kept = self._kept.get((repo, slot))
+        if kept is None:
+            kept = self._kept[(repo, slot)] = KeptCheckout(Path(tempfile.mkdtemp(prefix="lonca-slot-")) / "tree")
+        return kept
+
     @staticmethod
-    def _verify(store: pygit2.Repository, snap: _Snapshot, prefix: list[QueuedChange], commit: str, watched: Round) -> Verdict:
+    def _verify(store: pygit2.Repository, snap: _Snapshot, prefix: list[QueuedChange], commit: str, watched: Round,
+                kept: KeptCheckout | None = None) -> Verdict:
         """The checks the prefix owes under the policy in force when the batch started, on the
         candidate's tree, followed live in `watched` (queue.running). Runs on the batch's
         thread: reads `snap`, never the live state."""
@@ -260,7 +275,7 @@ class QueueRunner:
             from lonca.queue.celery_runner import verify_remote
             results, runner = verify_remote(store, tree, specs)
         else:
-            results = verify_tree(store, tree, specs, watch=candidate)
+            results = verify_tree(store, tree, specs, watch=candidate, kept=kept)
         why = reasons(results, owed)
         candidate.finish(not why)
         return Verdict(ok=not why, reasons=why, detail=[a for r in results for a in attestations(store, r, tree, runner)])
