@@ -330,3 +330,24 @@ def test_an_announced_tree_that_fails_is_not_what_lands(tmp_path):
     assert [c.change for c, _ in chain] == ["t", "p"] and not checks.verdicts[chain[-1][1]].ok
     assert out.landed != chain and len(out.landed) == 1 and out.trunk_after != chain[-1][1]
     assert [c.change for c, _ in out.rejected] == ["b"]
+
+
+def test_a_round_merges_each_prefix_once_and_checks_the_union_first(tmp_path, monkeypatch):
+    # 6 lanes, 4 runners: the union beside groups [c0 c1] [c2 c3] [c4 c5]. The union is merged
+    # first (6 merges) and checked before any group is merged; the first group is the union's
+    # prefix (no merge), the others 2 each; no lane needs a chain of its own when all pass.
+    import lonca.queue.batching as batching
+    calls: list[str] = []
+    real = batching.integrate
+
+    def counted(repo, tip, commit, *rest, **kw):
+        calls.append(tip)
+        return real(repo, tip, commit, *rest, **kw)
+    monkeypatch.setattr(batching, "integrate", counted)
+    repo, trunk = _repo(tmp_path)
+    made = [_change(repo, trunk, f"c{i}", {f"f{i}.txt": b"ok\n"}) for i in range(6)]
+    checks = Checks(tmp_path)
+    out = run_lanes(repo, trunk, [c for c, _ in made], [p for _, p in made], checks, runners=4)
+    _landed_on_its_own_verdict(repo, out, checks)
+    assert len(out.landed) == 6 and len(calls) == 6 + 2 + 2
+    assert min(checks.started, key=checks.started.get) == out.trunk_after     # the union's check came first
