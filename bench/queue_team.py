@@ -261,7 +261,7 @@ def run_one(w: BenchWorker, src: Path, changes: list[Change], t: float, runners:
     spans = [tuple(map(float, line.split())) for line in trace.read_text().splitlines()] if trace.exists() else []
     makespan = (last - first) / 1000
     if os.environ.get("BENCH_QUEUE_TRACE"):
-        _trace(repo, entries, proposed, first)
+        _trace(repo, entries, proposed, first, spans)
     return Result(runners, strategy, len(ids), len(landed), len(rejected), makespan,
                   [(ms - proposed[cid]) / 1000 for cid, ms in landed.items()], len(decisions),
                   len(spans), sum(b - a for a, b in spans) / (runners * makespan), cpu, green, right, load)
@@ -274,11 +274,18 @@ def _cpu(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def _trace(repo: str, entries: list[dict], proposed: dict[str, int], first: int) -> None:
+def _trace(repo: str, entries: list[dict], proposed: dict[str, int], first: int,
+           spans: list[tuple[float, ...]]) -> None:
     """The queue's decisions in time (BENCH_QUEUE_TRACE=1): seconds in, what was decided, and how
-    many changes were queued and undecided then."""
+    many changes were queued and undecided then; between them, the checks that started (their
+    start and end, seconds in): a gap between one wave's ends and the next one's starts is the
+    queue's overhead."""
     decided = 0
+    starts = sorted((a - first / 1000, b - first / 1000) for a, b in spans)
     for e in entries:
+        while starts and starts[0][0] <= (e["time_ms"] - first) / 1000:
+            a, b = starts.pop(0)
+            print(f"  {repo} {a:7.2f} s  check until {b:7.2f} s", file=sys.stderr)
         op = e["op"]
         if op["op"] not in ("change.integrate", "change.integrate_batch"):
             continue
