@@ -102,7 +102,7 @@ def run_lanes(repo: pygit2.Repository, trunk: str, changes: list[QueuedChange],
               prints: list[Footprint], verify: Verify, runners: int,
               committer: pygit2.Signature | None = None,
               cache: SymbolCache | None = None, speculate: bool = True,
-              announce: Callable[[Chain], None] | None = None) -> BatchOutcome:
+              announce: Callable[[Chain], None] | None = None, groups: int | None = None) -> BatchOutcome:
     """One round over `changes` (queue order) whose footprints are `prints`. Commits are made on
     the calling thread; `verify(prefix, commit)` runs on up to `runners` threads at once, so it
     must open its own handle on the store. Creates commits only, never moves a ref. `speculate`
@@ -113,10 +113,15 @@ def run_lanes(repo: pygit2.Repository, trunk: str, changes: list[QueuedChange],
     the first wave, the whole lanes that passed as one tree, whose check then starts (at once
     when it passed as such already). When it passes the round lands exactly it, so the caller may
     build the next round on its tip meanwhile; when it fails the round lands something else or
-    nothing, and what was built on it is thrown away."""
-    groups = partition(prints)
+    nothing, and what was built on it is thrown away.
+
+    `groups`: how many groups of lanes are checked beside the union in the first wave (default
+    `runners - 1`); a round started beside one in flight takes fewer, leaving runners to the
+    other round's second wave, so that neither waits a whole check time for a runner."""
+    parts_first = runners - 1 if groups is None else max(1, min(groups, runners - 1))
+    lane_groups = partition(prints)
     width = runners if speculate else 1
-    if runners <= 1 or len(groups) <= 1:
+    if runners <= 1 or len(lane_groups) <= 1:
         return run_batch(repo, trunk, changes, verify, committer, cache, width=width)
     cache = cache if cache is not None else SymbolCache()
     out = BatchOutcome(trunk)
@@ -124,14 +129,14 @@ def run_lanes(repo: pygit2.Repository, trunk: str, changes: list[QueuedChange],
     # check starts before any other candidate is merged), then groups and lanes from its prefixes
     # (on a loaded machine, a round's merges cost as much as its checks' overhead)
     merges: Merges = {}
-    union = integrate_chain(repo, trunk, [changes[i] for g in groups for i in g], committer, cache, out, merges)
+    union = integrate_chain(repo, trunk, [changes[i] for g in lane_groups for i in g], committer, cache, out, merges)
     conflicted = {c.change for c, _ in out.conflicted}
     rest = [c for c in changes if c.change not in conflicted]
 
     def integrated(order: list[QueuedChange]) -> Chain:
         return integrate_chain(repo, trunk, order, committer, cache, BatchOutcome(trunk), merges)
 
-    lanes = [_Lane(kept, integrated) for g in groups if (kept := [changes[i] for i in g if changes[i].change not in conflicted])]
+    lanes = [_Lane(kept, integrated) for g in lane_groups if (kept := [changes[i] for i in g if changes[i].change not in conflicted])]
 
     def build(part: list[_Lane]) -> Chain | None:
         """The lanes of `part` on trunk, lane after lane; None when they do not merge."""
@@ -152,7 +157,7 @@ def run_lanes(repo: pygit2.Repository, trunk: str, changes: list[QueuedChange],
 
         # the union, and beside it the lanes in as many groups as there are runners left
         first = check(union)
-        parts = _split(lanes, runners - 1)      # one part would be the union again
+        parts = _split(lanes, parts_first)      # one part would be the union again
         wave: list[tuple[list[_Lane], Chain]] = []
         futures: list[Future] = []
         for part in parts if len(parts) > 1 else []:

@@ -168,9 +168,12 @@ class QueueRunner:
             r.landing = {q.change for q, _ in chain}
             loop.call_soon_threadsafe(lambda: r.announced.done() or r.announced.set_result(chain[-1][1]))
 
+        # beside a round in flight, half the runners: the other half is that round's second wave
+        groups = max(2, pol.runners // 2 - 1) if ahead is not None else None
+
         def work():
             return run_lanes(self.d.store(repo), base, batch, prints, verify, pol.runners, committer, symbols,
-                             speculate=pol.speculate, announce=announce if r.pipelined else None)
+                             speculate=pol.speculate, announce=announce if r.pipelined else None, groups=groups)
 
         async def run():
             try:

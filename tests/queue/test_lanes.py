@@ -351,3 +351,19 @@ def test_a_round_merges_each_prefix_once_and_checks_the_union_first(tmp_path, mo
     _landed_on_its_own_verdict(repo, out, checks)
     assert len(out.landed) == 6 and len(calls) == 6 + 2 + 2
     assert min(checks.started, key=checks.started.get) == out.trunk_after     # the union's check came first
+
+
+def test_a_round_beside_another_checks_fewer_groups_first(tmp_path):
+    # a round started beside one in flight leaves runners to it: the union and 2 groups of its 7
+    # lanes in the first wave (not 7 groups); c3 fails and is still found, the rest lands
+    repo, trunk = _repo(tmp_path)
+    made = [_change(repo, trunk, f"c{i}", {f"f{i}.txt": b"BAD\n" if i == 3 else b"ok\n"}) for i in range(7)]
+    checks = Checks(tmp_path)
+    out = run_lanes(repo, trunk, [c for c, _ in made], [p for _, p in made], checks, runners=8, groups=2)
+    _landed_on_its_own_verdict(repo, out, checks)
+    assert [c.change for c, _ in out.rejected] == ["c3"]
+    first_wave = sorted(checks.started, key=checks.started.get)[:3]
+    assert {frozenset(files_of(repo, c)) - {"README"} for c in first_wave} == {
+        frozenset(f"f{i}.txt" for i in range(7)), frozenset(f"f{i}.txt" for i in range(4)),
+        frozenset(f"f{i}.txt" for i in range(4, 7))}
+    assert {c.change for c, _ in out.landed} | {c.change for c in out.requeued} == {"c0", "c1", "c2", "c4", "c5", "c6"}
