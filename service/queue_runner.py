@@ -162,7 +162,8 @@ class QueueRunner:
                 if r.cancelled.is_set():
                     return Verdict(ok=False, reasons=["cancelled"], detail=[])
                 # the lanes' checks run on threads of their own: each takes its thread's handle
-                return self._verify(self.d.store(repo), snap, prefix, commit, watched, self._checkout(repo, slot))
+                kept = None if pol.runner == "celery" else self._checkout(repo, slot)    # a runner unpacks its own
+                return self._verify(self.d.store(repo), snap, prefix, commit, watched, kept)
 
         def announce(chain: list[tuple[QueuedChange, str]]) -> None:
             r.landing = {q.change for q, _ in chain}
