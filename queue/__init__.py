@@ -18,9 +18,11 @@ Verifying (checks.py, checkout.py, verification.py)
 - `run_check(argv, cwd, env_names, timeout_s, max_bytes) -> CheckRun`: one bounded subprocess
   (`result` pass/fail/error, `exit`, `duration_ms`, `timed_out`, `overflowed`, `output` tail of at
   most 32 KiB, `log_truncated`, `error`).
-- `checkout_tree(repo, tree, dest)`: a tree as plain files.
+- `checkout_tree(repo, tree, dest)`: a tree as plain files; `KeptCheckout(root).update(repo, tree)`:
+  a runner slot's checkout kept between checks, brought to each tree by writing what differs
+  (and undoing what the last check changed).
 - `CheckSpec(name, argv, timeout_s, env_names, max_bytes, attempts)`,
-  `verify_tree(repo, tree, specs) -> [CheckResult]` (one checkout, in order, retries, stop at
+  `verify_tree(repo, tree, specs, kept=None) -> [CheckResult]` (one checkout, in order, retries, stop at
   the first check that does not pass), `reasons(results, owed)` -> verification_failed:<check>,
   verification_error:<check>, verification_missing:<check>.
 
@@ -44,7 +46,8 @@ Batching (batching.py, lanes.py, lane_round.py)
   independent lanes from symbol facts; `ahead(footprints, urgent) -> [index]`: the queue's order
   with prioritised changes first, never past a change they depend on; `clear_of(footprints, held)
   -> [index]`: those that may be verified before the `held` changes are decided (pipelining).
-- `run_lanes(repo, trunk, changes, footprints, verify, runners, speculate=True) -> BatchOutcome`:
+- `run_lanes(repo, trunk, changes, footprints, verify, runners, speculate=True, announce=None,
+  groups=None) -> BatchOutcome`:
   the lanes verified in parallel, the union first; only a tree whose checks passed lands.
   `speculate` (the policy's [queue] speculate): prefixes bisected as wide as runners are free,
   and what passed so far checked as one tree beside each wave that looks for culprits;
