@@ -127,6 +127,7 @@ class Result:
     rounds: int                 # integration entries (batches landed and single decisions)
     checks: int                 # check processes that ran
     busy: float                 # their time over runners x makespan
+    worker_cpu_s: float         # the worker's own CPU time (user + system) over the run
     green: bool                 # every landed tree has passing attestations of exactly that tree
     right: bool                 # landed = the passing changes, rejected = the failing ones
     load: float
@@ -228,11 +229,16 @@ def run_one(w: BenchWorker, src: Path, changes: list[Change], t: float, runners:
         status = c.call("status", {}, repo=repo, token=w.htoken)
     base, start = status["trunk"], status["next_seq"]
 
+    cpu_before = 0.0
+
     async def drive() -> tuple[list[str], list[dict]]:
+        nonlocal cpu_before
         params = await _prepare(w, repo, tokens, base, changes)
+        cpu_before = _cpu(w.proc.pid)     # from the first proposal: previews and leases are not the queue's
         ids = await _arrive(w, repo, tokens, params, t / runners)
         return ids, await _decisions(w, repo, start, set(ids), timeout_s=60 + 40 * len(changes) * t)
     ids, entries = asyncio.run(drive())
+    cpu = _cpu(w.proc.pid) - cpu_before
     load = os.getloadavg()[0]
     proposed = {e["op"]["change"]: e["time_ms"] for e in entries if e["op"]["op"] == "change.propose"}
     landed: dict[str, int] = {}
@@ -255,17 +261,31 @@ def run_one(w: BenchWorker, src: Path, changes: list[Change], t: float, runners:
     spans = [tuple(map(float, line.split())) for line in trace.read_text().splitlines()] if trace.exists() else []
     makespan = (last - first) / 1000
     if os.environ.get("BENCH_QUEUE_TRACE"):
-        _trace(repo, entries, proposed, first)
+        _trace(repo, entries, proposed, first, spans)
     return Result(runners, strategy, len(ids), len(landed), len(rejected), makespan,
                   [(ms - proposed[cid]) / 1000 for cid, ms in landed.items()], len(decisions),
-                  len(spans), sum(b - a for a, b in spans) / (runners * makespan), green, right, load)
+                  len(spans), sum(b - a for a, b in spans) / (runners * makespan), cpu, green, right, load)
 
 
-def _trace(repo: str, entries: list[dict], proposed: dict[str, int], first: int) -> None:
+def _cpu(pid: int) -> float:
+    """A process's own CPU time in seconds (user + system, not its children's: the checks'),
+    a figure the machine's load moves far less than wall-clock time."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _trace(repo: str, entries: list[dict], proposed: dict[str, int], first: int,
+           spans: list[tuple[float, ...]]) -> None:
     """The queue's decisions in time (BENCH_QUEUE_TRACE=1): seconds in, what was decided, and how
-    many changes were queued and undecided then."""
+    many changes were queued and undecided then; between them, the checks that started (their
+    start and end, seconds in): a gap between one wave's ends and the next one's starts is the
+    queue's overhead."""
     decided = 0
+    starts = sorted((a - first / 1000, b - first / 1000) for a, b in spans)
     for e in entries:
+        while starts and starts[0][0] <= (e["time_ms"] - first) / 1000:
+            a, b = starts.pop(0)
+            print(f"  {repo} {a:7.2f} s  check until {b:7.2f} s", file=sys.stderr)
         op = e["op"]
         if op["op"] not in ("change.integrate", "change.integrate_batch"):
             continue
@@ -427,7 +447,7 @@ def _print(results: list[Result], changes: list[Change], t: float, runner: str, 
     by = {(r.runners, r.strategy): r for r in results}
     top = max(r.runners for r in results)
     head = f"{'runners':>7} {'strategy':<26} {'/min':>6} {'ideal':>6} {'x ideal':>7} {'p95 s':>6} {'p95/T':>6} " \
-           f"{'landed':>6} {'rej':>4} {'rounds':>6} {'checks':>6} {'busy':>5} {'ok':>3} {'load':>5}"
+           f"{'landed':>6} {'rej':>4} {'rounds':>6} {'checks':>6} {'busy':>5} {'cpu/ch':>6} {'ok':>3} {'load':>5}"
     print(head)
     names = {"a": "(a) batch and bisection", "b": "(b) lanes", "c": "(c) lanes + speculation"}
     for r in results:
@@ -435,12 +455,13 @@ def _print(results: list[Result], changes: list[Change], t: float, runner: str, 
         name = "(a) = (b) = (c)" if r.runners == 1 else names[r.strategy]
         print(f"{r.runners:>7} {name:<26} {r.per_minute:6.0f} {ideal:6.0f} "
               f"{r.per_minute / ideal:7.2f} {r.p95:6.1f} {r.p95 / t:6.1f} {r.landed:>6} {r.rejected:>4} "
-              f"{r.rounds:>6} {r.checks:>6} {r.busy:5.2f} {'yes' if r.green and r.right else 'NO':>3} {r.load:5.1f}")
+              f"{r.rounds:>6} {r.checks:>6} {r.busy:5.2f} {r.worker_cpu_s / max(1, r.landed + r.rejected) * 1000:6.1f} "
+              f"{'yes' if r.green and r.right else 'NO':>3} {r.load:5.1f}")
     for r in sorted({r.runners for r in results}):
         sq, p95 = simulated_submitqueue(changes, t, r)
         ideal = r / t * 60
         print(f"{r:>7} {'SubmitQueue (SIMULATED)':<26} {sq:6.0f} {ideal:6.0f} {sq / ideal:7.2f} {p95:6.1f} "
-              f"{p95 / t:6.1f} {'-':>6} {'-':>4} {'-':>6} {'-':>6} {'-':>5} {'-':>3} {'-':>5}")
+              f"{p95 / t:6.1f} {'-':>6} {'-':>4} {'-':>6} {'-':>6} {'-':>5} {'-':>6} {'-':>3} {'-':>5}")
     counts = sorted({r.runners for r in results})
     for k, name in names.items():      # one runner is the same policy for all three
         row = [by.get((r, k)) or by.get((r, "a")) if r == 1 else by.get((r, k)) for r in counts]
@@ -455,4 +476,5 @@ def _print(results: list[Result], changes: list[Change], t: float, runner: str, 
         print(f"targets at {top} runners, (c): throughput {best.per_minute / ideal:.2f} x ideal (>= 0.7), "
               f"{best.per_minute / base.per_minute:.2f} x (a) (>= 4), p95 {best.p95 / t:.1f} T (<= 3)")
     print(f"run time {elapsed:.0f} s; ok = every passing change landed once, every failing one rejected, "
-          f"each landed tree on passing checks of exactly that tree")
+          f"each landed tree on passing checks of exactly that tree; cpu/ch = the worker's own CPU ms over "
+          f"the run (proposals and logging included) per decided change")

@@ -18,9 +18,11 @@ Verifying (checks.py, checkout.py, verification.py)
 - `run_check(argv, cwd, env_names, timeout_s, max_bytes) -> CheckRun`: one bounded subprocess
   (`result` pass/fail/error, `exit`, `duration_ms`, `timed_out`, `overflowed`, `output` tail of at
   most 32 KiB, `log_truncated`, `error`).
-- `checkout_tree(repo, tree, dest)`: a tree as plain files.
+- `checkout_tree(repo, tree, dest)`: a tree as plain files; `KeptCheckout(root).update(repo, tree)`:
+  a runner slot's checkout kept between checks, brought to each tree by writing what differs
+  (and undoing what the last check changed).
 - `CheckSpec(name, argv, timeout_s, env_names, max_bytes, attempts)`,
-  `verify_tree(repo, tree, specs) -> [CheckResult]` (one checkout, in order, retries, stop at
+  `verify_tree(repo, tree, specs, kept=None) -> [CheckResult]` (one checkout, in order, retries, stop at
   the first check that does not pass), `reasons(results, owed)` -> verification_failed:<check>,
   verification_error:<check>, verification_missing:<check>.
 
@@ -42,11 +44,15 @@ Batching (batching.py, lanes.py, lane_round.py)
   `rejected` [(change, verdict)], `requeued`, `verdicts`, `trunk_after`).
 - `footprint(paths, facts) -> Footprint`, `depends(a, b)`, `partition([Footprint]) -> [[index]]`:
   independent lanes from symbol facts; `ahead(footprints, urgent) -> [index]`: the queue's order
-  with prioritised changes first, never past a change they depend on.
-- `run_lanes(repo, trunk, changes, footprints, verify, runners, speculate=True) -> BatchOutcome`:
+  with prioritised changes first, never past a change they depend on; `clear_of(footprints, held)
+  -> [index]`: those that may be verified before the `held` changes are decided (pipelining).
+- `run_lanes(repo, trunk, changes, footprints, verify, runners, speculate=True, announce=None,
+  groups=None) -> BatchOutcome`:
   the lanes verified in parallel, the union first; only a tree whose checks passed lands.
   `speculate` (the policy's [queue] speculate): prefixes bisected as wide as runners are free,
-  and what passed so far checked as one tree beside each wave that looks for culprits.
+  and what passed so far checked as one tree beside each wave that looks for culprits;
+  `announce(chain)` (pipelining) is told the tree the round lands if its checks pass.
+- `Slots(size).take(priority)` (slots.py): the runner slots shared by rounds in flight.
 """
 # This folder is named `queue` and sits at the repository root: when the root is on sys.path
 # (`python -c`, `python -m` from the root) it would shadow the standard library's `queue`, which
@@ -69,14 +75,14 @@ if __name__ != "queue":
     from .attest import attestations
     from .batching import BatchOutcome, QueuedChange, Verdict, find_culprit, find_culprit_wide, run_batch
     from .lane_round import run_lanes
-    from .lanes import Footprint, ahead, depends, footprint, partition
+    from .lanes import Footprint, ahead, clear_of, depends, footprint, partition
     from .checkout import checkout_tree
     from .checks import CheckRun, run_check
     from .merge import Integration, MergeResult, integrate, merge_trees
     from .verification import CheckResult, CheckSpec, reasons, verify_tree
 
     __all__ = [
-        "BatchOutcome", "CheckResult", "ahead", "CheckRun", "CheckSpec", "Footprint", "Integration",
+        "BatchOutcome", "CheckResult", "ahead", "clear_of", "CheckRun", "CheckSpec", "Footprint", "Integration",
         "MergeResult", "QueuedChange", "Verdict", "attestations", "checkout_tree", "depends",
         "find_culprit", "find_culprit_wide", "footprint", "integrate", "merge_trees", "partition", "reasons",
         "run_batch", "run_check", "run_lanes", "verify_tree",

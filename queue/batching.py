@@ -81,14 +81,25 @@ class BatchOutcome:
         return self.landed[-1][1] if self.landed else self.trunk_before
 
 
+Merges = dict[tuple[str, str], Integration]     # (tip, change id) -> the change integrated on tip
+
+
 def integrate_chain(repo: pygit2.Repository, trunk: str, changes: list[QueuedChange], committer: pygit2.Signature,
-                    cache: SymbolCache, out: BatchOutcome) -> list[tuple[QueuedChange, str]]:
+                    cache: SymbolCache, out: BatchOutcome, merges: Merges | None = None) -> list[tuple[QueuedChange, str]]:
     """`changes` integrated one on the other from `trunk`: (change, candidate commit) of each that
-    merged; one that conflicts goes to `out.conflicted` and the next merges onto the last good one."""
+    merged; one that conflicts goes to `out.conflicted` and the next merges onto the last good one.
+    `merges` (one round's: the same committer and authors) keeps each integration by its tip and
+    change, so the candidates of a round that share a prefix (the union, its first group, the
+    tree of what passed) merge it once: the same inputs make the same commit."""
     chain: list[tuple[QueuedChange, str]] = []
     tip = trunk
     for ch in changes:
-        integration = integrate(repo, tip, ch.commit, ch.base, ch.message, ch.author, committer, cache)
+        key = (tip, ch.change)
+        integration = merges.get(key) if merges is not None else None
+        if integration is None:
+            integration = integrate(repo, tip, ch.commit, ch.base, ch.message, ch.author, committer, cache)
+            if merges is not None:
+                merges[key] = integration
         if integration.commit is None:
             out.conflicted.append((ch, integration))
             continue
@@ -100,7 +111,7 @@ def integrate_chain(repo: pygit2.Repository, trunk: str, changes: list[QueuedCha
 def run_batch(repo: pygit2.Repository, trunk: str, changes: list[QueuedChange],
               verify: Callable[[list[QueuedChange], str], Verdict],
               committer: pygit2.Signature | None = None,
-              cache: SymbolCache | None = None, width: int = 1) -> BatchOutcome:
+              cache: SymbolCache | None = None, width: int = 1, merges: Merges | None = None) -> BatchOutcome:
     """Integrate `changes` (in queue order, at most the policy's batch size) onto `trunk` and
     verify them as one candidate. `verify(prefix, commit)` checks the candidate commit holding
     `prefix`; with `width` > 1 a failing candidate's prefixes are verified that many at once, on
@@ -108,7 +119,7 @@ def run_batch(repo: pygit2.Repository, trunk: str, changes: list[QueuedChange],
     only; the caller logs the outcome and moves trunk."""
     cache = cache if cache is not None else SymbolCache()
     out = BatchOutcome(trunk)
-    chain = integrate_chain(repo, trunk, changes, committer, cache, out)
+    chain = integrate_chain(repo, trunk, changes, committer, cache, out, merges)
     if not chain:
         return out
 

@@ -32,7 +32,8 @@ import pygit2
 
 from lonca.symbols import SymbolCache
 
-from .batching import BatchOutcome, QueuedChange, Verdict, find_culprit, find_culprit_wide, integrate_chain, run_batch
+from .batching import (BatchOutcome, Merges, QueuedChange, Verdict, find_culprit, find_culprit_wide, integrate_chain,
+                       run_batch)
 from .lanes import Footprint, partition
 
 Chain = list[tuple[QueuedChange, str]]          # (change, its commit on the candidate)
@@ -41,11 +42,21 @@ Verify = Callable[[list[QueuedChange], str], Verdict]
 
 @dataclass
 class _Lane:
-    chain: Chain
+    changes: list[QueuedChange]
+    make: Callable[[list[QueuedChange]], Chain]     # its changes integrated on trunk
     tip: Verdict | None = None
     good: int = 0                       # length of the longest prefix known to pass
     good_verdict: Verdict | None = None
     culprit: tuple[QueuedChange, Verdict] | None = None
+    _chain: Chain | None = None
+
+    @property
+    def chain(self) -> Chain:
+        """The lane alone on trunk, merged when first asked for: a round whose union passes, or
+        whose groups find no culprit in it, never needs it."""
+        if self._chain is None:
+            self._chain = self.make(self.changes)
+        return self._chain
 
 
 def _bisect(lane: _Lane, verify: Verify, width: int = 1) -> None:
@@ -90,34 +101,52 @@ def _split(items: list, parts: int) -> list[list]:
 def run_lanes(repo: pygit2.Repository, trunk: str, changes: list[QueuedChange],
               prints: list[Footprint], verify: Verify, runners: int,
               committer: pygit2.Signature | None = None,
-              cache: SymbolCache | None = None, speculate: bool = True) -> BatchOutcome:
+              cache: SymbolCache | None = None, speculate: bool = True,
+              announce: Callable[[Chain], None] | None = None, groups: int | None = None) -> BatchOutcome:
     """One round over `changes` (queue order) whose footprints are `prints`. Commits are made on
     the calling thread; `verify(prefix, commit)` runs on up to `runners` threads at once, so it
     must open its own handle on the store. Creates commits only, never moves a ref. `speculate`
-    False: a failing run is bisected one prefix at a time (lanes still verified in parallel)."""
-    groups = partition(prints)
+    False: a failing run is bisected one prefix at a time (lanes still verified in parallel).
+
+    `announce` (under `speculate`; pipelining, called at most once, from the round's thread):
+    told the chain this round lands if that chain's checks pass, as soon as it is known: after
+    the first wave, the whole lanes that passed as one tree, whose check then starts (at once
+    when it passed as such already). When it passes the round lands exactly it, so the caller may
+    build the next round on its tip meanwhile; when it fails the round lands something else or
+    nothing, and what was built on it is thrown away.
+
+    `groups`: how many groups of lanes are checked beside the union in the first wave (default
+    `runners - 1`); a round started beside one in flight takes fewer, leaving runners to the
+    other round's second wave, so that neither waits a whole check time for a runner."""
+    parts_first = runners - 1 if groups is None else max(1, min(groups, runners - 1))
+    lane_groups = partition(prints)
     width = runners if speculate else 1
-    if runners <= 1 or len(groups) <= 1:
+    if runners <= 1 or len(lane_groups) <= 1:
         return run_batch(repo, trunk, changes, verify, committer, cache, width=width)
     cache = cache if cache is not None else SymbolCache()
     out = BatchOutcome(trunk)
-    lanes = [_Lane(integrate_chain(repo, trunk, [changes[i] for i in g], committer, cache, out)) for g in groups]
-    lanes = [lane for lane in lanes if lane.chain]
+    # every candidate of the round is built on trunk from these merges: the union first (its
+    # check starts before any other candidate is merged), then groups and lanes from its prefixes
+    # (on a loaded machine, a round's merges cost as much as its checks' overhead)
+    merges: Merges = {}
+    union = integrate_chain(repo, trunk, [changes[i] for g in lane_groups for i in g], committer, cache, out, merges)
     conflicted = {c.change for c, _ in out.conflicted}
     rest = [c for c in changes if c.change not in conflicted]
 
-    def build(part: list[_Lane]) -> Chain | None:
-        """The lanes of `part` on trunk, lane after lane; None when they do not merge. The first
-        lane's own chain is that start already: only the others are integrated (on a loaded
-        machine, a round's integrations cost as much as its checks' overhead)."""
-        first, order = part[0].chain, [c for lane in part[1:] for c, _ in lane.chain]
-        chain = first + integrate_chain(repo, first[-1][1], order, committer, cache, BatchOutcome(trunk))
-        return chain if len(chain) == len(first) + len(order) else None
+    def integrated(order: list[QueuedChange]) -> Chain:
+        return integrate_chain(repo, trunk, order, committer, cache, BatchOutcome(trunk), merges)
 
-    union = build(lanes)
-    if len(lanes) <= 1 or union is None:
-        # one lane left, or lanes the facts called apart that do not merge: one batch, as always
-        again = run_batch(repo, trunk, rest, verify, committer, cache, width=width)
+    lanes = [_Lane(kept, integrated) for g in lane_groups if (kept := [changes[i] for i in g if changes[i].change not in conflicted])]
+
+    def build(part: list[_Lane]) -> Chain | None:
+        """The lanes of `part` on trunk, lane after lane; None when they do not merge."""
+        order = [c for lane in part for c in lane.changes]
+        chain = integrated(order)
+        return chain if len(chain) == len(order) else None
+
+    if len(lanes) <= 1:
+        # one lane left: one batch, as always (its merges are the union's)
+        again = run_batch(repo, trunk, rest, verify, committer, cache, width=width, merges=merges)
         again.conflicted[:0] = out.conflicted
         return again
 
@@ -128,9 +157,13 @@ def run_lanes(repo: pygit2.Repository, trunk: str, changes: list[QueuedChange],
 
         # the union, and beside it the lanes in as many groups as there are runners left
         first = check(union)
-        parts = _split(lanes, runners - 1)      # one part would be the union again
-        wave = [(part, chain) for part in parts if (chain := build(part))] if len(parts) > 1 else []
-        futures = [check(chain) for _, chain in wave]
+        parts = _split(lanes, parts_first)      # one part would be the union again
+        wave: list[tuple[list[_Lane], Chain]] = []
+        futures: list[Future] = []
+        for part in parts if len(parts) > 1 else []:
+            if (chain := build(part)) is not None:   # each checked as soon as it is built
+                wave.append((part, chain))
+                futures.append(check(chain))
         verdict = first.result()
         if verdict.ok:
             for f in futures:
@@ -140,17 +173,33 @@ def run_lanes(repo: pygit2.Repository, trunk: str, changes: list[QueuedChange],
         # a group that fails is cut until each failing group is one lane (group testing)
         failing: list[list[_Lane]] = [] if wave else [lanes]
         early: list[tuple[Chain, Future]] = []  # the whole lanes passed so far as one tree (speculate)
+        announced = False
         while wave or failing:
             for (part, chain), f in zip(wave, futures):
                 v = f.result()
                 if v.ok:
                     passed.append((chain, v))
                     for lane in part:
-                        lane.good, lane.good_verdict = len(lane.chain), (v if len(part) == 1 else None)
+                        lane.good, lane.good_verdict = len(lane.changes), (v if len(part) == 1 else None)
                 elif len(part) == 1:
                     part[0].tip = v
                 else:
                     failing.append(part)
+            whole = [lane for lane in lanes if lane.good == len(lane.changes)]
+            if announce is not None and speculate and whole and not announced:
+                # pipelining: the whole lanes passed so far are the tree this round lands (checked
+                # before the cuts: the next round waits on it)
+                announced = True
+                ids = {c.change for lane in whole for c in lane.changes}
+                known = next(((c, v) for c, v in passed if {q.change for q, _ in c} == ids), None)
+                if known is not None:
+                    done: Future = Future()
+                    done.set_result(known[1])
+                    early.append((known[0], done))
+                    announce(known[0])
+                elif (chain := build(whole)) is not None:
+                    early.append((chain, check(chain)))
+                    announce(chain)
             # each failing group cut in as many parts as the free runners allow (at least halves):
             # a wave fewer for every doubling of the parts (one runner kept for the early tree)
             free = runners - (1 if speculate else 0)
@@ -160,13 +209,14 @@ def run_lanes(repo: pygit2.Repository, trunk: str, changes: list[QueuedChange],
             failing = []
             # beside a halving wave, on a runner it leaves free: what passed so far as one tree,
             # which can land when the wave ends instead of a wave later
-            whole = [lane for lane in lanes if lane.good == len(lane.chain)]
-            size = sum(len(lane.chain) for lane in whole)
-            if speculate and wave and len(wave) < runners and len(whole) > 1 \
+            size = sum(len(lane.changes) for lane in whole)
+            if announce is None and speculate and wave and len(wave) < runners and len(whole) > 1 \
                     and size > max([len(c) for c, _ in early] + [len(c) for c, _ in passed]):
                 if (chain := build(whole)) is not None:
                     early.append((chain, check(chain)))
         tipped = [lane for lane in lanes if lane.tip is not None]
+        for lane in tipped:     # merged here: the round's store handle is not shared with the pool's threads
+            lane.chain
         each = max(1, width // max(1, len(tipped)))     # the free runners, shared by the lanes
         for f in [pool.submit(_bisect, lane, verify, each) for lane in tipped]:
             f.result()
@@ -182,8 +232,8 @@ def run_lanes(repo: pygit2.Repository, trunk: str, changes: list[QueuedChange],
     if landable:
         out.landed, out.landed_verdict = max(landable, key=lambda cv: len(cv[0]))
     elif len(good) > 1 and sum(lane.good for lane in good) < len(union):    # the whole union failed already
-        order = [c for lane in good for c, _ in lane.chain[:lane.good]]
-        clean = integrate_chain(repo, trunk, order, committer, cache, BatchOutcome(trunk))
+        order = [c for lane in good for c in lane.changes[:lane.good]]
+        clean = integrated(order)
         if len(clean) == len(order):
             verdict = verify(order, clean[-1][1])
             if verdict.ok:

@@ -88,3 +88,18 @@ def ahead(prints: list[Footprint], urgent: set[int]) -> list[int]:
         pulled.add(k)
         todo.extend(i for i in range(k) if i not in pulled and depends(prints[i], prints[k]))
     return sorted(pulled) + [i for i in range(len(prints)) if i not in pulled]
+
+
+def clear_of(prints: list[Footprint], held: list[Footprint]) -> list[int]:
+    """The indexes, in queue order, of the changes that may be verified before the `held`
+    changes are decided (a round in flight whose outcome is not known yet): those that depend on
+    none of them, nor on an earlier change left out for that reason. What is left out waits, so
+    two changes that depend on each other are still integrated in the order they were queued."""
+    waiting = list(held)
+    out = []
+    for i, p in enumerate(prints):
+        if any(depends(p, h) for h in waiting):
+            waiting.append(p)
+        else:
+            out.append(i)
+    return out

@@ -16,7 +16,7 @@ from typing import Callable, Protocol
 
 import pygit2
 
-from .checkout import checkout_tree
+from .checkout import KeptCheckout, checkout_tree
 from .checks import CheckRun, run_check
 
 BUILTIN = ("build", "tests", "extended")
@@ -85,11 +85,16 @@ def run_specs(cwd: Path, specs: list[CheckSpec], watch: CheckWatch | None = None
 
 
 def verify_tree(repo: pygit2.Repository, tree: pygit2.Oid | str, specs: list[CheckSpec],
-                workdir: Path | None = None, watch: CheckWatch | None = None) -> list[CheckResult]:
-    """Run the checks on a checkout of `tree` in a fresh temporary folder (under `workdir`
-    when given), removed afterwards."""
+                workdir: Path | None = None, watch: CheckWatch | None = None,
+                kept: KeptCheckout | None = None) -> list[CheckResult]:
+    """Run the checks on a checkout of `tree`: `kept` brought to that tree (a runner slot's
+    checkout, kept for the next check), or else a fresh temporary folder (under `workdir` when
+    given), removed afterwards."""
     if not specs:
         return []
+    if kept is not None:
+        kept.update(repo, tree)
+        return run_specs(kept.root, specs, watch)
     root = Path(tempfile.mkdtemp(prefix="lonca-check-", dir=workdir))
     try:
         cwd = root / "tree"

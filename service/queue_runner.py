@@ -10,13 +10,20 @@ At a shutdown the running checks' groups are killed (`kill_running`) so the work
 seconds, not after the check's time limit."""
 import asyncio
 import logging
+import shutil
+import tempfile
+import threading
 from dataclasses import dataclass
+from pathlib import Path
 
 import pygit2
 
 from lonca.protocol import LoncaError
-from lonca.queue import CheckSpec, QueuedChange, Verdict, ahead, attestations, footprint, reasons, run_lanes, verify_tree
+from lonca.queue import (CheckSpec, Footprint, QueuedChange, Verdict, ahead, attestations, clear_of, footprint, reasons,
+                         run_lanes, verify_tree)
+from lonca.queue.checkout import KeptCheckout
 from lonca.queue.checks import kill_running
+from lonca.queue.slots import Slots
 
 from . import gitstore
 from .gitstore import DAEMON_SIG
@@ -45,6 +52,9 @@ class QueueRunner:
         self.wake = asyncio.Event()
         self._task: asyncio.Task | None = None
         self._unmediated: set[tuple[str, str]] = set()  # (repo, commit) logged as import.unmediated
+        self._slots: dict[str, Slots] = {}      # repo -> its runner slots, shared by its rounds in flight
+        self._rounds = 0                        # rounds started: the older round's checks go first
+        self._kept: dict[tuple[str, int], KeptCheckout] = {}   # (repo, slot) -> its checkout
 
     def start(self, on_fatal) -> None:
         self._task = supervise("merge queue", self._run(), on_fatal)
@@ -54,6 +64,8 @@ class QueueRunner:
             self._task.cancel()
         if kill_running():
             log.info("the running checks were killed: the worker is stopping")
+        for kept in self._kept.values():
+            shutil.rmtree(kept.root.parent, ignore_errors=True)
 
     async def _run(self) -> None:
         while True:
@@ -67,8 +79,8 @@ class QueueRunner:
                     continue    # foreign: nothing can be logged there until a daemon.recover
                 try:
                     await self._check_trunk_ref(rs)
-                    while rs.queue and not rs.frozen:
-                        await self._drain_once(rs)
+                    if rs.queue and not rs.frozen:
+                        await self._drain(rs)
                     if rs.policy.checks_before_decision and not rs.frozen:
                         await self._check_pending(rs)
                 except LoncaError as e:  # the log is not writable now (the database is away)
@@ -84,40 +96,107 @@ class QueueRunner:
         if not gitstore.clear_stale_trunk_lock(self.d.config.store_path(rs.name)):
             raise LoncaError("git", f"trunk's ref of {rs.name} is locked by a running process; the integration waits for it")
 
-    async def _drain_once(self, rs: RepoState) -> None:
-        """One round of up to batch_size changes: merged, verified (bisected on a failure; in
-        independent lanes at once under [queue] runners > 1), then logged; trunk's ref moves
-        after the entry is durable."""
-        window = self._ordered(rs)[: max(1, rs.policy.batch_size)]
-        batch = [self._queued(rs, cid) for cid in window]
-        prints = [footprint(rs.changes[cid].paths, rs.changes[cid].facts) for cid in window]
-        now, pol, repo, trunk, symbols = self.d.now_ms(), rs.policy, rs.name, rs.trunk, self.d.symbols
-        snap = _Snapshot(pol, {q.change: rs.quota_reasons(rs.changes[q.change].session, now) for q in batch},
-                      {q.change: pol.runs(rs.changes[q.change]) or [] for q in batch})
-        committer = pygit2.Signature(*DAEMON_SIG, now // 1000, 0)
+    async def _drain(self, rs: RepoState) -> None:
+        """Rounds of up to batch_size changes until the queue is empty or frozen: merged, verified
+        (bisected on a failure; in independent lanes at once under [queue] runners > 1), then
+        logged; trunk's ref moves after the entry is durable.
 
-        watched = self.d.running.begin(repo, "integrate", [q.change for q in batch])
+        Pipelined under `speculate` with runners > 1: once a round has announced the tree it
+        lands if that tree's checks pass, the next round starts on that tree (with the changes
+        that depend on nothing the first may still reject or requeue) while the first one's
+        checks and culprit search go on. The next round is logged only if trunk is then exactly
+        the tree it was built on; otherwise it is thrown away unlogged, its changes still queued.
+        Either way a tree lands only on passing checks of exactly that tree."""
+        head = self._start(rs, rs.trunk, None)
+        nxt: _InFlight | None = None
+        try:
+            while head is not None:
+                if head.pipelined:
+                    await asyncio.wait([head.task, head.announced], return_when=asyncio.FIRST_COMPLETED)
+                    if head.announced.done() and not head.task.done() and not rs.frozen:
+                        nxt = self._start(rs, head.announced.result(), head)
+                await self._settle(rs, await head.task)
+                if nxt is not None and rs.trunk != nxt.base:
+                    await nxt.discard()
+                    nxt = None
+                head, nxt = nxt, None
+                if head is None and rs.queue and not rs.frozen:
+                    head = self._start(rs, rs.trunk, None)
+        finally:
+            for r in (head, nxt):       # an error (the log away): no round goes on unlogged
+                if r is not None and not r.task.done():
+                    await r.discard()
+
+    def _start(self, rs: RepoState, base: str, ahead: "_InFlight | None") -> "_InFlight | None":
+        """A round on `base` (trunk, or the tree the round `ahead` announced), in a thread of its
+        own; None when no queued change may go in it. Beside a round in flight it takes only
+        changes that depend on none of that round's changes outside the announced tree."""
+        order = [cid for cid in self._ordered(rs) if cid not in self.d.verifying]
+        if ahead is not None:
+            held = [p for cid, p in zip(ahead.window, ahead.prints) if cid not in ahead.landing]
+            order = [order[i] for i in clear_of([self._print(rs, cid) for cid in order], held)]
+        window = order[: max(1, rs.policy.batch_size)]
+        if not window:
+            return None
+        batch = [self._queued(rs, cid) for cid in window]
+        prints = [self._print(rs, cid) for cid in window]
+        now, pol, repo, symbols = self.d.now_ms(), rs.policy, rs.name, self.d.symbols
+        snap = _Snapshot(pol, {q.change: rs.quota_reasons(rs.changes[q.change].session, now) for q in batch},
+                         {q.change: pol.runs(rs.changes[q.change]) or [] for q in batch})
+        committer = pygit2.Signature(*DAEMON_SIG, now // 1000, 0)
+        slots = self._slots.get(repo)
+        if slots is None or (slots.size != max(1, pol.runners) and slots.idle):
+            slots = self._slots[repo] = Slots(pol.runners)
+        self._rounds += 1
+        loop = asyncio.get_running_loop()
+        r = _InFlight(base, window, prints, pol.speculate and pol.runners > 1, loop.create_future())
+        watched = self.d.running.begin(repo, "integrate", window)
+        order_no = self._rounds
 
         def verify(prefix: list[QueuedChange], commit: str) -> Verdict:
-            # the lanes' checks run on threads of their own: each takes its thread's handle
-            return self._verify(self.d.store(repo), snap, prefix, commit, watched)
+            if r.cancelled.is_set():
+                return Verdict(ok=False, reasons=["cancelled"], detail=[])
+            with slots.take(order_no) as slot:
+                if r.cancelled.is_set():
+                    return Verdict(ok=False, reasons=["cancelled"], detail=[])
+                # the lanes' checks run on threads of their own: each takes its thread's handle
+                kept = None if pol.runner == "celery" else self._checkout(repo, slot)    # a runner unpacks its own
+                return self._verify(self.d.store(repo), snap, prefix, commit, watched, kept)
+
+        def announce(chain: list[tuple[QueuedChange, str]]) -> None:
+            r.landing = {q.change for q, _ in chain}
+            loop.call_soon_threadsafe(lambda: r.announced.done() or r.announced.set_result(chain[-1][1]))
+
+        # beside a round in flight, half the runners: the other half is that round's second wave
+        groups = max(2, pol.runners // 2 - 1) if ahead is not None else None
 
         redacted, maps = frozenset(rs.redacted), self.d.tree_maps
 
         def work():
-            self._trunk_unlocked(rs)    # a stat: on the loop, taking the GIL back after it waited behind threads
+            if ahead is None:   # a round beside one in flight meets the lock when it lands
+                self._trunk_unlocked(rs)    # a stat: here, not on the loop, which would wait for the GIL after it
             store = self.d.store(repo)
-            out = run_lanes(store, trunk, batch, prints, verify, pol.runners, committer, symbols, speculate=pol.speculate)
-            # a conflict's names are read from trunk's side too: none of a redacted blob's is logged
-            files = maps.get(store, trunk) if redacted and out.conflicted else {}
+            out = run_lanes(store, base, batch, prints, verify, pol.runners, committer, symbols,
+                            speculate=pol.speculate, announce=announce if r.pipelined else None, groups=groups)
+            # a conflict's names are read from the base's side too: none of a redacted blob's is logged
+            files = maps.get(store, base) if redacted and out.conflicted else {}
             paths = {c.split("#", 1)[0] for _q, i in out.conflicted for c in i.conflicts}
             return out, {p for p in paths if (e := files.get(p)) is not None and e.oid in redacted}
-        self.d.verifying.update(q.change for q in batch)
-        try:
-            out, hidden = await asyncio.to_thread(work)
-        finally:
-            self.d.verifying.difference_update(q.change for q in batch)
-            self.d.running.end(repo, watched)
+
+        async def run():
+            try:
+                return await asyncio.to_thread(work)
+            finally:
+                self.d.verifying.difference_update(window)
+                self.d.running.end(repo, watched)
+        self.d.verifying.update(window)
+        r.task = asyncio.ensure_future(run())
+        return r
+
+    async def _settle(self, rs: RepoState, outcome) -> None:
+        """A round's outcome logged: conflicts and culprits denied, what passed landed; a conflict
+        in a redacted file is named by the file alone."""
+        out, hidden = outcome
         for q, integration in out.conflicted:
             conflicts = list(dict.fromkeys(f"{c.split('#', 1)[0]}#<file>" if c.split("#", 1)[0] in hidden else c
                                            for c in integration.conflicts))
@@ -127,6 +206,10 @@ class QueueRunner:
             await self._land(rs, out.trunk_before, out.landed, verdict.detail if verdict else [])
         for q, verdict in out.rejected:
             await self._log_one(rs, q.change, [], verdict.detail, verdict.reasons)
+
+    @staticmethod
+    def _print(rs: RepoState, cid: str) -> Footprint:
+        return footprint(rs.changes[cid].paths, rs.changes[cid].facts)
 
     async def _check_pending(self, rs: RepoState) -> None:
         """[review] checks_before_decision: the oldest pending change whose version has not been
@@ -164,7 +247,7 @@ class QueueRunner:
         urgent = {i for i, cid in enumerate(rs.queue) if rs.changes[cid].priority_seq is not None}
         if not urgent:
             return list(rs.queue)
-        prints = [footprint(rs.changes[cid].paths, rs.changes[cid].facts) for cid in rs.queue]
+        prints = [QueueRunner._print(rs, cid) for cid in rs.queue]
         return [rs.queue[i] for i in ahead(prints, urgent)]
 
     def _queued(self, rs: RepoState, cid: str) -> QueuedChange:
@@ -173,8 +256,16 @@ class QueueRunner:
         author = pygit2.Signature((rec.actor.get("name") or "lonca")[:200], DAEMON_SIG[1], now // 1000, 0)
         return QueuedChange(cid, rec.commit, rec.base, f"{rec.intent or 'Lonca change'}\n\nLonca-Change: {cid}\n", author)
 
+    def _checkout(self, repo: str, slot: int) -> KeptCheckout:
+        """The checkout a runner slot keeps between checks (a check holds its slot while it runs)."""
+        kept = self._kept.get((repo, slot))
+        if kept is None:
+            kept = self._kept[(repo, slot)] = KeptCheckout(Path(tempfile.mkdtemp(prefix="lonca-slot-")) / "tree")
+        return kept
+
     @staticmethod
-    def _verify(store: pygit2.Repository, snap: _Snapshot, prefix: list[QueuedChange], commit: str, watched: Round) -> Verdict:
+    def _verify(store: pygit2.Repository, snap: _Snapshot, prefix: list[QueuedChange], commit: str, watched: Round,
+                kept: KeptCheckout | None = None) -> Verdict:
         """The checks the prefix owes under the policy in force when the batch started, on the
         candidate's tree, followed live in `watched` (queue.running). Runs on the batch's
         thread: reads `snap`, never the live state."""
@@ -198,7 +289,7 @@ class QueueRunner:
             from lonca.queue.celery_runner import verify_remote
             results, runner = verify_remote(store, tree, specs)
         else:
-            results = verify_tree(store, tree, specs, watch=candidate)
+            results = verify_tree(store, tree, specs, watch=candidate, kept=kept)
         why = reasons(results, owed)
         candidate.finish(not why)
         return Verdict(ok=not why, reasons=why, detail=[a for r in results for a in attestations(store, r, tree, runner)])
@@ -272,6 +363,28 @@ class QueueRunner:
             log.error("%s: trunk's ref was moved outside Lonca to %s; logged as import.unmediated and set back to %s "
                       "(import it with human.prepare_import to adopt it)", rs.name, found, expected)
         self.move_trunk(rs.name, rs.trunk)
+
+
+class _InFlight:
+    """A round running on its thread: the trunk it is built on (`base`), its window, and once
+    it announced the tree it lands on passing checks, that tree's commit (`announced`)."""
+
+    def __init__(self, base: str, window: list[str], prints: list[Footprint], pipelined: bool,
+                 announced: asyncio.Future) -> None:
+        self.base, self.window, self.prints, self.pipelined = base, window, prints, pipelined
+        self.announced = announced
+        self.landing: set[str] = set()      # the changes of the announced tree
+        self.cancelled = threading.Event()
+        self.task: asyncio.Future
+
+    async def discard(self) -> None:
+        """Built on a tree that did not land (or the drain failed): its checks not yet started
+        never start, and its outcome is not logged; its changes stay queued."""
+        self.cancelled.set()
+        try:
+            await self.task
+        except Exception:
+            log.exception("a discarded round failed")
 
 
 class _Moved(Exception):

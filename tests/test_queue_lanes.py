@@ -151,3 +151,86 @@ def test_a_human_signed_priority_goes_ahead_of_what_it_is_independent_of(repo_en
     assert order == [ids[n][0] for n in ("head", "urgent", "a", "b")]
     late = env.submit({"op": "priority", "change": ids["a"][0]})
     assert late["decision"] == {"outcome": "deny", "reasons": ["not_queued"]}
+
+
+def test_the_next_round_runs_on_the_tree_a_round_is_about_to_land(repo_env, tmp_path):
+    # pipelining: a round of a, b (failing), c announces a + c as the tree it lands; the next
+    # round, d and e, is built on that tree and its checks start before a + c is logged
+    spans = tmp_path / "spans.txt"
+    check = ("import json, pathlib, sys, time; start = time.time(); time.sleep(1.5); "
+             "names = sorted(p.name for p in pathlib.Path('lib').glob('*.py')); "
+             "bad = any('BAD' in (pathlib.Path('lib') / n).read_text() for n in names); "
+             "open(sys.argv[1], 'a').write(json.dumps([start, names]) + '\\n'); sys.exit(1 if bad else 0)")
+    env = repo_env
+    env.policy(f'[verification]\ntests = {json.dumps(["python3", "-c", check, str(spans)])}\nbatch_size = 3\n'
+               '[queue]\nrunners = 4\n')
+    c = env.client
+    base = env.status()["trunk"]
+    ids = {}
+    for name in ("first", "a", "b", "c", "d", "e"):
+        t = env.agent(name)["token"]
+        acquire(c, t, f"lib/{name}.py#<file>")
+        body = f"def {name}():\n    return {'BAD' if name == 'b' else 1}\n"
+        ids[name] = (propose(c, t, base, {f"lib/{name}.py": body})["change"], t)
+        if name == "first":
+            time.sleep(0.3)     # `first` is verified alone; a, b, c make the next round (batch_size 3)
+    for name, (cid, t) in ids.items():
+        wait_status(c, t, cid, "rejected" if name == "b" else "integrated", timeout=90)
+    entries = [e["entry"] for e in env.log()]
+    landings = [e for e in entries if e["op"]["op"] in ("change.integrate", "change.integrate_batch")
+                and e["decision"]["outcome"] == "allow"]
+    changes = {v[0]: k for k, v in ids.items()}
+    merged = [[changes[cid] for cid, _ in e["op"]["merged"]] if e["op"]["op"] == "change.integrate_batch"
+              else [changes[e["op"]["change"]]] for e in landings]
+    assert merged == [["first"], ["a", "c"], ["d", "e"]]
+    assert landings[2]["op"]["trunk_before"] == landings[1]["op"]["merged"][-1][1]
+    # a check of a tree holding d started before a + c was logged (and so before it was checked)
+    starts = [json.loads(line) for line in spans.read_text().splitlines()]
+    assert min(start for start, names in starts if "d.py" in names) * 1000 < landings[1]["time_ms"]
+    assert _trees_have_their_attestations(env) == 3
+    res = env.w.cli("audit", "verify", "--json")
+    assert res.returncode == 0, res.stderr
+
+
+def test_a_round_built_on_an_announced_tree_that_fails_is_thrown_away(repo_env, tmp_path):
+    # t and p pass apart and fail together; b fails. The round of t, p, b announces t + p, and
+    # the next round (d, e) starts on it; t + p fails, so the round lands t alone, and the next
+    # round, built on a tree that never became trunk, is not logged: d and e are checked again on
+    # the real trunk and land there, p is rejected on t + p
+    spans = tmp_path / "seen.txt"
+    check = ("import json, pathlib, sys, time; time.sleep(1.0); lib = pathlib.Path('lib'); "
+             "names = {p.name for p in lib.glob('*.py')}; "
+             "bad = any('BAD' in (lib / n).read_text() for n in names); "
+             "open(sys.argv[1], 'a').write(json.dumps(sorted(names)) + '\\n'); "
+             "sys.exit(1 if bad or {'t.py', 'p.py'} <= names else 0)")
+    env = repo_env
+    env.policy(f'[verification]\ntests = {json.dumps(["python3", "-c", check, str(spans)])}\nbatch_size = 3\n'
+               '[queue]\nrunners = 4\n')
+    c = env.client
+    base = env.status()["trunk"]
+    ids = {}
+    for name in ("first", "t", "p", "b", "d", "e"):
+        tok = env.agent(name)["token"]
+        acquire(c, tok, f"lib/{name}.py#<file>")
+        body = f"def {name}():\n    return {'BAD' if name == 'b' else 1}\n"
+        ids[name] = (propose(c, tok, base, {f"lib/{name}.py": body})["change"], tok)
+        if name == "first":
+            time.sleep(0.3)
+    outcome = {n: "rejected" if n in ("p", "b") else "integrated" for n in ids}
+    for name, (cid, tok) in ids.items():
+        wait_status(c, tok, cid, outcome[name], timeout=120)
+    entries = [e["entry"] for e in env.log()]
+    trunks = {e["op"]["trunk_before"] for e in entries if e["op"]["op"] in ("change.integrate", "change.integrate_batch")}
+    landed = [e for e in entries if e["op"]["op"] in ("change.integrate", "change.integrate_batch")
+              and e["decision"]["outcome"] == "allow"]
+    heads = [e["op"]["merged"] if e["op"]["op"] == "change.integrate" else e["op"]["merged"][-1][1] for e in landed]
+    # every decision was taken on a tree that was trunk: the first base, or a landed head
+    assert trunks <= {base, *heads}
+    for i in range(1, len(landed)):
+        assert landed[i]["op"]["trunk_before"] == heads[i - 1]
+    assert _trees_have_their_attestations(env) == len(landed)
+    res = env.w.cli("audit", "verify", "--json")
+    assert res.returncode == 0, res.stderr
+    # the next round did run on t + p, the tree that never became trunk
+    seen = [set(json.loads(line)) for line in spans.read_text().splitlines()]
+    assert any({"t.py", "p.py", "d.py"} <= names for names in seen)

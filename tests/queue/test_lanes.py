@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import sys
 import threading
+import time
 
 import pygit2
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lonca.queue import CheckSpec, Footprint, QueuedChange, Verdict, ahead, depends, footprint, partition, reasons, run_lanes, verify_tree
+from lonca.queue import (CheckSpec, Footprint, QueuedChange, Verdict, ahead, clear_of, depends, footprint, partition, reasons,
+                         run_lanes, verify_tree)
 
 from queue_git import SIG, commit, files_of
 
@@ -77,6 +79,26 @@ def test_priority_moves_ahead_only_past_independent_changes(prints, data):
                 assert at[i] < at[j]         # dependent changes never swap
 
 
+@settings(max_examples=300, deadline=None)
+@given(prints_st, st.data())
+def test_clear_of_leaves_out_what_reaches_a_held_change_through_earlier_ones(prints, data):
+    held = data.draw(st.lists(st.sampled_from(prints), max_size=3)) if prints else []
+    kept = clear_of(prints, held)
+    assert kept == sorted(kept)
+
+    # oracle: a change waits when a chain of dependencies, each step to an earlier change of the
+    # queue, leads from it to a change that depends on a held one
+    def waits(i: int, seen: frozenset = frozenset()) -> bool:
+        if any(depends(prints[i], h) for h in held):
+            return True
+        return any(depends(prints[i], prints[j]) and waits(j, seen | {i}) for j in range(i) if j not in seen)
+    assert kept == [i for i in range(len(prints)) if not waits(i)]
+    out = set(range(len(prints))) - set(kept)
+    for i in kept:      # what goes ahead never passes an earlier change it depends on
+        assert not any(depends(prints[i], prints[j]) for j in out if j < i)
+    assert clear_of(prints, []) == list(range(len(prints)))
+
+
 def test_depends_reads_files_symbols_and_affected():
     a = footprint(["a.py"], {"edits": ["a.py#f"], "affected": ["b.py#caller"]})
     b = footprint(["b.py"], {"edits": ["b.py#other"]})
@@ -121,10 +143,12 @@ class Checks:
         self.verdicts: dict[str, Verdict] = {}
         self.lock = threading.Lock()
         self.peak = self.running = 0
+        self.started: dict[str, float] = {}     # candidate -> when its check started
 
     def __call__(self, prefix, candidate):
         repo = pygit2.Repository(str(self.root))        # this thread's own handle
         with self.lock:
+            self.started.setdefault(candidate, time.monotonic())
             self.running += 1
             self.peak = max(self.peak, self.running)
         try:
@@ -252,3 +276,94 @@ def test_a_failing_dependent_lane_is_bisected_with_or_without_speculation(tmp_pa
     landed = {c.change for c, _ in out.landed}
     assert landed | {c.change for c in out.requeued} == {"d0", "d1", "d3", "d4", "x0", "x1"}
     assert not landed & {c.change for c in out.requeued}
+
+
+def test_a_round_announces_what_it_lands_and_the_next_runs_on_it_meanwhile(tmp_path):
+    # pipelining: 4 runners check the union beside [c0 c1 c2] [c3 c4] [c5 c6]; c5 fails, so the
+    # first wave leaves the whole lanes c0..c4 passed; the round announces them as one tree, and
+    # lands exactly that tree. A second round started on the
+    # announced tip from the announcement runs its checks while the first round is still going.
+    repo, trunk = _repo(tmp_path)
+    made = [_change(repo, trunk, f"c{i}", {f"f{i}.txt": b"BAD\n" if i == 5 else b"ok\n"}) for i in range(7)]
+    later = [_change(repo, trunk, f"d{i}", {f"g{i}.txt": b"BAD\n" if i == 1 else b"ok\n"}) for i in range(3)]
+    checks = Checks(tmp_path)
+    told: list = []
+    second: dict = {}
+
+    def announce(chain):
+        told.append(list(chain))
+        tip = chain[-1][1]
+
+        def next_round():
+            store = pygit2.Repository(str(tmp_path / "r.git"))
+            second["out"] = run_lanes(store, tip, [c for c, _ in later], [p for _, p in later], checks, runners=4)
+        second["thread"] = threading.Thread(target=next_round)
+        second["thread"].start()
+    out = run_lanes(repo, trunk, [c for c, _ in made], [p for _, p in made], checks, runners=4, announce=announce)
+    first_ended = time.monotonic()
+    second["thread"].join()
+    [chain] = told
+    _landed_on_its_own_verdict(repo, out, checks)
+    assert out.landed == chain and [c.change for c, _ in chain] == ["c0", "c1", "c2", "c3", "c4"]
+    assert [c.change for c, _ in out.rejected] == ["c5"] and [c.change for c in out.requeued] == ["c6"]
+    nxt = second["out"]
+    assert nxt.trunk_before == out.trunk_after
+    _landed_on_its_own_verdict(repo, nxt, checks)
+    assert [c.change for c, _ in nxt.landed] == ["d0", "d2"] and [c.change for c, _ in nxt.rejected] == ["d1"]
+    assert set(files_of(repo, nxt.trunk_after)) == {"README", *(f"f{i}.txt" for i in range(5)), "g0.txt", "g2.txt"}
+    # the second round's first check started before the first round ended: they overlapped
+    assert min(t for c, t in checks.started.items() if repo.descendant_of(c, out.trunk_after)) < first_ended
+
+
+def test_an_announced_tree_that_fails_is_not_what_lands(tmp_path):
+    # t and p pass apart and fail together: the tree announced after the first wave (t + p)
+    # fails, so the round lands the biggest tree that passed alone; a round built on the
+    # announced tip would be thrown away by the caller (trunk is not its base)
+    repo, trunk = _repo(tmp_path)
+    made = [_change(repo, trunk, "t", {"together.txt": b"x\n"}), _change(repo, trunk, "p", {"apart.txt": b"y\n"}),
+            _change(repo, trunk, "b", {"bad.txt": b"BAD\n"})]
+    checks = Checks(tmp_path)
+    told: list = []
+    out = run_lanes(repo, trunk, [c for c, _ in made], [p for _, p in made], checks, runners=4, announce=told.append)
+    _landed_on_its_own_verdict(repo, out, checks)
+    [chain] = told
+    assert [c.change for c, _ in chain] == ["t", "p"] and not checks.verdicts[chain[-1][1]].ok
+    assert out.landed != chain and len(out.landed) == 1 and out.trunk_after != chain[-1][1]
+    assert [c.change for c, _ in out.rejected] == ["b"]
+
+
+def test_a_round_merges_each_prefix_once_and_checks_the_union_first(tmp_path, monkeypatch):
+    # 6 lanes, 4 runners: the union beside groups [c0 c1] [c2 c3] [c4 c5]. The union is merged
+    # first (6 merges) and checked before any group is merged; the first group is the union's
+    # prefix (no merge), the others 2 each; no lane needs a chain of its own when all pass.
+    import lonca.queue.batching as batching
+    calls: list[str] = []
+    real = batching.integrate
+
+    def counted(repo, tip, commit, *rest, **kw):
+        calls.append(tip)
+        return real(repo, tip, commit, *rest, **kw)
+    monkeypatch.setattr(batching, "integrate", counted)
+    repo, trunk = _repo(tmp_path)
+    made = [_change(repo, trunk, f"c{i}", {f"f{i}.txt": b"ok\n"}) for i in range(6)]
+    checks = Checks(tmp_path)
+    out = run_lanes(repo, trunk, [c for c, _ in made], [p for _, p in made], checks, runners=4)
+    _landed_on_its_own_verdict(repo, out, checks)
+    assert len(out.landed) == 6 and len(calls) == 6 + 2 + 2
+    assert min(checks.started, key=checks.started.get) == out.trunk_after     # the union's check came first
+
+
+def test_a_round_beside_another_checks_fewer_groups_first(tmp_path):
+    # a round started beside one in flight leaves runners to it: the union and 2 groups of its 7
+    # lanes in the first wave (not 7 groups); c3 fails and is still found, the rest lands
+    repo, trunk = _repo(tmp_path)
+    made = [_change(repo, trunk, f"c{i}", {f"f{i}.txt": b"BAD\n" if i == 3 else b"ok\n"}) for i in range(7)]
+    checks = Checks(tmp_path)
+    out = run_lanes(repo, trunk, [c for c, _ in made], [p for _, p in made], checks, runners=8, groups=2)
+    _landed_on_its_own_verdict(repo, out, checks)
+    assert [c.change for c, _ in out.rejected] == ["c3"]
+    first_wave = sorted(checks.started, key=checks.started.get)[:3]
+    assert {frozenset(files_of(repo, c)) - {"README"} for c in first_wave} == {
+        frozenset(f"f{i}.txt" for i in range(7)), frozenset(f"f{i}.txt" for i in range(4)),
+        frozenset(f"f{i}.txt" for i in range(4, 7))}
+    assert {c.change for c, _ in out.landed} | {c.change for c in out.requeued} == {"c0", "c1", "c2", "c4", "c5", "c6"}
