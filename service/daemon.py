@@ -19,7 +19,7 @@ from lonca.protocol import LoncaError
 from lonca.queue.checks import DIE_WITH_WORKER, reap_leftovers, record_in
 from lonca.symbols import SymbolCache
 
-from . import auth, checkpoint, daemonkey, gitstore, heap, schemas, store as db, worker_lock
+from . import auth, checkpoint, daemonkey, gitstore, heap, schemas, settled_store, store as db, worker_lock
 from . import security_methods
 from .event_methods import Told
 from .hook_methods import HookSeen
@@ -157,7 +157,7 @@ class Daemon:
     def _replay(self, started: float | None = None) -> None:
         """State is the replay of the logs, each checked against its chain; a log that does not
         verify stops the start (`integrity`). `started`: the worker's start, at start."""
-        state = State(self.policy_of)
+        state = State(self.policy_of, settled_store.TableReader(self.engine))
         saved: dict[str, int] = {}
         witnesses = read_witnesses(self.config.witness_dir)
         with Session(self.engine) as s:
@@ -178,6 +178,12 @@ class Daemon:
                         state.apply(repo, json.loads(row.entry), row.hash)
                         if witness and row.seq == witness["seq"]:
                             at_witness = row.hash
+                    # what the replay settled goes to its table now (most rows are there already:
+                    # their entries are durable), so its memory stays a page's
+                    settled = settled_store.pending_rows([state.repos[repo]])
+                    settled_store.write(s.connection(), settled)
+                    s.commit()
+                    settled_store.mark_written([state.repos[repo]], settled)
                     if len(rows) < REPLAY_PAGE:
                         break
                     seq = rows[-1].seq + 1

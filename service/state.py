@@ -12,9 +12,9 @@ from lonca.protocol import SIGNATURE_LIFETIME_MS, SIGNATURE_SKEW_MS, ZERO_HASH
 from . import presence
 from .lease_model import Interest, LeaseIndex, LeaseSet, Reservation, items_conflict, split
 from .policy import DEFAULT, Policy
+from .settled import STATUS_WINDOW, Reader, SettledChanges
 
 EVENTS_KEPT = 1000  # the events a session can still read (`events`, `inbox`): its latest this many
-STATUS_WINDOW = 20  # `status` lists every live session and open change, and this many over or done
 SETTLED_FACTS = ("signature_changes",)  # what a change out of the queue keeps of its facts (Policy.runs)
 
 @dataclass
@@ -148,7 +148,7 @@ class RepoState:
     sets_by_session: dict[str, set[str]] = field(default_factory=dict)
     interests: list[Interest] = field(default_factory=list)
     reservations: list[Reservation] = field(default_factory=list)
-    changes: dict[str, ChangeRec] = field(default_factory=dict)
+    changes: dict[str, ChangeRec] = field(default_factory=dict)  # in flight: queued or waiting for a human
     pending: dict[int, PendingRec] = field(default_factory=dict)
     queue: list[str] = field(default_factory=list)
     verification_days: dict[int, int] = field(default_factory=dict)  # UTC day -> ms of checks run
@@ -157,10 +157,20 @@ class RepoState:
     events: dict[str, list[dict]] = field(default_factory=dict)  # session -> its events in seq order (EVENTS_KEPT)
     live_sessions: dict[str, None] = field(default_factory=dict)  # not ended and not run out, in start order
     gone_sessions: deque = field(default_factory=lambda: deque(maxlen=STATUS_WINDOW))  # latest over, oldest first
-    done_changes: deque = field(default_factory=lambda: deque(maxlen=STATUS_WINDOW))  # latest to leave the queue
+    settled: SettledChanges = field(default_factory=lambda: SettledChanges("", None))  # out of the queue for good
     _expiries: list[tuple[int, str, str]] = field(default_factory=list)  # (when, "set"|"beat"|"session", id)
     beat_due: dict[str, int] = field(default_factory=dict)  # session -> when its heartbeat is checked next
     alike: Alike = field(default_factory=Alike)  # what settled changes share (ChangeRec.settle)
+
+    def change(self, change: str, before_seq: int | None = None) -> ChangeRec | None:
+        """A change in flight, else as it settled (SettledChanges.get: perhaps a read of the table)."""
+        return self.changes.get(change) or self.settled.get(change, before_seq)
+
+    def settle(self, rec: ChangeRec, seq: int) -> None:
+        """The change left the queue for good at the entry `seq`: out of the changes in flight."""
+        rec.settle(self.alike)
+        del self.changes[rec.id]
+        self.settled.add(rec, seq)
 
     # -- lease liveness -----------------------------------------------------------------------
 
@@ -316,8 +326,10 @@ class RepoState:
 
 
 class State:
-    def __init__(self, policy_of: Callable[[str, str], Policy] = lambda repo, pid: DEFAULT):
+    def __init__(self, policy_of: Callable[[str, str], Policy] = lambda repo, pid: DEFAULT,
+                 settled_reader: Reader | None = None):
         self.repos: dict[str, RepoState] = {}
+        self.settled_reader = settled_reader  # the table of settled changes; None: they stay in memory
         self.nonces: dict[str, int] = {}  # nonce -> when it can be forgotten (a signature is stale by then)
         self.sign_counts: dict[str, int] = {}  # WebAuthn key public -> last sign count (service/presence.py)
         self.policy_of = policy_of

@@ -79,7 +79,8 @@ def test_a_change_out_of_the_queue_keeps_only_what_status_reads():
                "claim": {"intent": "edit", "edits": ["a.py#f"]}}, actor=agent("s1"), facts=facts)
     c.add({"op": "change.integrate", "change": "kkkk", "merged": "d" * 40})
     rs = replay(c).repo("demo")
-    done, queued = rs.changes["kkkk"], rs.changes["llll"]
+    done, queued = rs.change("kkkk"), rs.changes["llll"]
+    assert "kkkk" not in rs.changes     # settled: out of the changes in flight
     assert done.status["status"] == "integrated" and done.claim is None
     assert done.facts == {"signature_changes": ["a.py#f"]} and done.paths == ["a.py"]
     assert queued.claim == {"intent": "edit", "edits": ["a.py#f"]} and queued.facts == facts
@@ -99,7 +100,7 @@ def test_settled_changes_share_what_is_alike_and_hold_no_dict():
                "claim": {"intent": "add", "adds": ["a.py#f"]}}, actor=agent(f"s{n % 3 + 1}"), facts=facts)
         c.add({"op": "change.integrate", "change": change, "merged": f"{n:040x}", "conflicts": []})
     rs = replay(c).repo("demo")
-    done = [r for r in rs.changes.values() if r.status["status"] == "integrated"]
+    done = [r for _, r in rs.settled.latest.values() if r.status["status"] == "integrated"]  # no table: all in memory
     assert len(done) == 300
     assert len({id(r.actor) for r in done}) == 3
     assert len({id(r.integrate_decision) for r in done}) == 1
