@@ -5,7 +5,6 @@ import logging
 import os
 import signal
 import sys
-import threading
 import time
 from dataclasses import replace
 
@@ -57,7 +56,7 @@ class Daemon:
         self.engine = None
         self.state = State(self.policy_of)
         self.tokens = auth.Tokens([])
-        self._stores = threading.local()  # a pygit2 Repository is not safe to share between threads
+        self._stores = gitstore.ThreadHandles(config.store_path, lambda repo: self.packer.generation(repo))
         gitstore.limit_caches()
         self._policies: dict[tuple[str, str], Policy] = {}
         self.tree_maps = TreeMaps()
@@ -282,11 +281,8 @@ class Daemon:
         self.queue.wake.set()
 
     def store(self, repo: str) -> pygit2.Repository:
-        """This thread's handle on the repository's store."""
-        handles = self._stores.__dict__.setdefault("by_repo", {})
-        if repo not in handles:
-            handles[repo] = gitstore.open_store(self.config.store_path(repo))
-        return handles[repo]
+        """This thread's handle on the repository's store (gitstore.ThreadHandles)."""
+        return self._stores.get(repo)
 
     # -- the database outside the log -------------------------------------------------------
 
