@@ -83,8 +83,7 @@ def load(st: State, data: dict) -> RepoState:
     rs.changes = {d["id"]: ChangeRec(**d) for d in data["changes"]}
     rs.settled.done.extend(data["done_changes"])
     for d in data["recent"]:
-        rec = rs.settled.recent[d["id"]] = ChangeRec(**d)
-        rec.settle(rs.alike)    # shares what it holds alike with the others, as when applied
+        rs.settled.recent[d["id"]] = ChangeRec(**d)
     rs.pending = {d["seq"]: PendingRec(**d) for d in data["pending"]}
     rs.queue = data["queue"]
     rs.verification_days = {day: ms for day, ms in data["verification_days"]}

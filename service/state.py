@@ -81,37 +81,14 @@ class ChangeRec:
     review_evidence: list = field(default_factory=list)
     priority_seq: int | None = None  # a human's signed priority: ahead of what it is independent of
 
-    def settle(self, alike: "Alike") -> None:
+    def settle(self) -> None:
         """The change left the queue for good (integrated, failed, denied, withdrawn, replaced): its
         claim and facts stay in its proposal entry in the log, where change.get and change.diff
-        read them; kept in memory is what status reads (the facts `Policy.runs` looks at). A
-        record of each change ever was what the worker's memory grew by, about 6 KB a change;
-        its actor and its integration's decision, alike for most changes, are shared (`alike`)."""
+        read them; kept is what status reads (the facts `Policy.runs` looks at). The record then
+        leaves memory for the settled_changes table (service/settled.py) once its entry is
+        committed: a record of each change ever was what the worker's memory grew by."""
         self.claim = None
         self.facts = {k: self.facts[k] for k in SETTLED_FACTS if self.facts.get(k)}
-        self.actor = alike.one(self.actor)
-        if self.integrate_decision is not None:
-            self.integrate_decision = alike.one(self.integrate_decision)
-
-
-class Alike:
-    """One copy of each flat JSON value alike (an actor, a decision without reasons) among the
-    records of settled changes, which keep them for as long as the worker runs: each decoded from
-    its own entry, they were 0.9 KB of a settled change's 2.4 KB. Only values whose lists are
-    empty are shared (a decision's reasons name changes and symbols: few are alike, and the table
-    would grow by each). The shared values are read, never changed, like every record's."""
-
-    __slots__ = ("_held",)
-
-    def __init__(self) -> None:
-        self._held: dict[tuple, dict] = {}
-
-    def one(self, value: dict) -> dict:
-        try:
-            key = tuple((k, type(v), () if v == [] else v) for k, v in value.items())  # 1 and true differ
-            return self._held.setdefault(key, value)
-        except TypeError:   # a value that is a non-empty list or an object: kept as it is
-            return value
 
 
 @dataclass
@@ -160,7 +137,6 @@ class RepoState:
     settled: SettledChanges = field(default_factory=lambda: SettledChanges("", None))  # out of the queue for good
     _expiries: list[tuple[int, str, str]] = field(default_factory=list)  # (when, "set"|"beat"|"session", id)
     beat_due: dict[str, int] = field(default_factory=dict)  # session -> when its heartbeat is checked next
-    alike: Alike = field(default_factory=Alike)  # what settled changes share (ChangeRec.settle)
 
     def change(self, change: str, before_seq: int | None = None) -> ChangeRec | None:
         """A change in flight, else as it settled (SettledChanges.get: perhaps a read of the table)."""
@@ -168,7 +144,7 @@ class RepoState:
 
     def settle(self, rec: ChangeRec, seq: int) -> None:
         """The change left the queue for good at the entry `seq`: out of the changes in flight."""
-        rec.settle(self.alike)
+        rec.settle()
         del self.changes[rec.id]
         self.settled.add(rec, seq)
 
