@@ -177,12 +177,15 @@ class Daemon:
                         state.apply(repo, json.loads(row.entry), row.hash)
                         if witness and row.seq == witness["seq"]:
                             at_witness = row.hash
-                    # what the replay settled goes to its table now (most rows are there already:
-                    # their entries are durable), so its memory stays a page's
-                    settled = settled_store.pending_rows([state.repos[repo]])
-                    settled_store.write(s.connection(), settled)
-                    s.commit()
-                    settled_store.mark_written([state.repos[repo]], settled)
+                    if started is not None:
+                        # at start, what the replay settled goes to its table page by page (most rows
+                        # are there: their entries are durable), so its memory stays a page's; a
+                        # recovery writes nothing (the database may take reads only): the log
+                        # writer's next commit of the repository writes what is left
+                        settled = settled_store.pending_rows([state.repos[repo]])
+                        settled_store.write(s.connection(), settled)
+                        s.commit()
+                        settled_store.mark_written([state.repos[repo]], settled)
                     if len(rows) < REPLAY_PAGE:
                         break
                     seq = rows[-1].seq + 1

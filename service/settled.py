@@ -59,7 +59,8 @@ class SettledChanges:
         self.recalled.pop(rec.id, None)
 
     def to_write(self) -> list[tuple[str, int, "ChangeRec"]]:
-        """(change, seq, record) of what settled since the last write; nothing without a table."""
+        """(change, seq, record) of what settled since the last write (a recovery's replay writes
+        nothing: its rows go with the next commit); nothing without a table."""
         if self.reader is None:
             return []
         return [(c, s, rec) for (c, s), rec in self.unwritten.items()]
