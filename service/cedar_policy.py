@@ -287,7 +287,7 @@ def human_reasons(rs: "RepoState", human: str, op: dict, facts: dict | None) -> 
         change = pending.change or "" if pending else ""
     elif kind in ("priority", "change.propose"):
         change = op["change"]
-    rec = rs.changes.get(change)
+    rec = rs.change(change) if change else None
     paths = touched_paths(facts or {}) if kind == "change.propose" else rec.paths if rec else []
     if kind == "comment" and rec is not None:
         paths = [op["path"]]  # a comment is on one file of the change (decide_comment checked which)

@@ -18,7 +18,7 @@ from .lease_model import FILE, covers, items_conflict, member, split
 from .log import Draft, allow, deny
 from .methods import Call, method
 from .policy import LEVELS, Policy
-from .read_methods import on_store
+from .read_methods import find_change, on_store
 from .reducers import touched_paths
 from .state import ChangeRec, RepoState
 from .store import read_log
@@ -259,6 +259,8 @@ async def propose(call: Call) -> dict:
         raise LoncaError("invalid", "a proposal changes at least one file")
     claim = p.get("claim") or {}
     change = p.get("change")
+    if change is not None:
+        await find_change(rs, change)   # a settled change's record in memory for the decision
     intent = claim.get("intent") or ""
     prepared = await prepare(call, rs, base, files, intent or "lonca change", call.auth.agent, claim)
     return await d.log.append(rs.name, lambda: _decide_propose(call, rs, me, change, base, claim, prepared))
@@ -277,7 +279,7 @@ def _decide_propose(call: Call, rs: RepoState, me: str, change: str | None, base
                                                   now, mismatches, prepared.containers, prepared.nesting)
     cid = change or new_change_id()
     if change is not None:
-        old = rs.changes.get(change)
+        old = rs.change(change)
         if old is None or old.session not in rs.workspace_sessions(me):
             raise LoncaError("invalid", "change names no change of this workspace; send null for a new one")
         if old.status["status"] == "queued" or old.status["status"] == "integrated":
@@ -320,7 +322,7 @@ async def preview(call: Call) -> dict:
 async def withdraw(call: Call) -> dict:
     change = call.params["change"]
     d, rs, me = call.ctx, call.repo_state(), call.auth.session
-    rec = rs.changes.get(change)
+    rec = await find_change(rs, change)
     if rec is None:
         raise LoncaError("not_found", f"no change {change}")
     if change in d.verifying:
@@ -399,7 +401,7 @@ def evidence_of(store: pygit2.Repository, attempts: list[dict], redacted: frozen
 async def get(call: Call) -> dict:
     p = call.params
     rs = call.repo_state()
-    rec = rs.changes.get(p["change"])
+    rec = await find_change(rs, p["change"])
     if rec is None:
         raise LoncaError("not_found", f"no change {p['change']}")
     # read on the loop: an integration (a check before the decision) replaces them
@@ -415,7 +417,9 @@ async def get(call: Call) -> dict:
 async def resolve(call: Call) -> dict:
     rs = call.repo_state()
     prefix = call.params["prefix"]
-    found = sorted(c for c in rs.changes if c.startswith(prefix))
+    held = {c for c in rs.changes if c.startswith(prefix)} | rs.settled.held_ids(prefix)
+    reader = rs.settled.reader
+    found = sorted(held.union(await asyncio.to_thread(reader.ids, rs.name, prefix)) if reader else held)
     if not found:
         raise LoncaError("not_found", f"no change starts with {prefix}")
     if len(found) > 1:
@@ -427,7 +431,7 @@ async def resolve(call: Call) -> dict:
 async def diff(call: Call) -> dict:
     p = call.params
     rs = call.repo_state()
-    rec = rs.changes.get(p["change"])
+    rec = await find_change(rs, p["change"])
     if rec is None:
         raise LoncaError("not_found", f"no change {p['change']}")
 

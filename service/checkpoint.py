@@ -15,11 +15,13 @@ from typing import NamedTuple
 from lonca.canonical import canonical, sha256_hex
 
 from .lease_model import Interest, LeaseSet, Reservation
+from .settled import SettledChanges
 from .state import STATUS_WINDOW, ChangeRec, PendingRec, RepoState, SessionRec, State
 from .store import CheckpointRow
 
-FORMAT = 5  # a checkpoint of another format is ignored (the log is replayed whole); 2 adds recovery and
-           # enrolled_by, 3 flaky, 4: changes out of the queue settled, 5 redacted
+FORMAT = 6  # a checkpoint of another format is ignored (the log is replayed whole); 2 adds recovery and
+           # enrolled_by, 3 flaky, 4: changes out of the queue settled, 5 redacted, 6: settled changes
+           # in the settled_changes table, only the latest STATUS_WINDOW here
 EVERY = 10_000  # entries between a repository's checkpoints while the worker runs
 
 
@@ -45,7 +47,7 @@ def dump(st: State, rs: RepoState) -> dict:
         "sets": [_record(s) for s in rs.sets.values()],
         "interests": [_record(i) for i in rs.interests],
         "reservations": [_record(r) for r in rs.reservations],
-        "changes": [_record(c) for c in rs.changes.values()],
+        "changes": [_record(c) for c in rs.changes.values()],   # in flight; the settled are in their table
         "pending": [_record(p) for p in rs.pending.values()],
         "queue": rs.queue,
         "verification_days": sorted(rs.verification_days.items()),
@@ -53,7 +55,7 @@ def dump(st: State, rs: RepoState) -> dict:
         "pins": {c: sorted(sets) for c, sets in rs.pins.items()},
         "events": rs.events,
         "live_sessions": list(rs.live_sessions), "gone_sessions": list(rs.gone_sessions),
-        "done_changes": list(rs.done_changes),
+        "done_changes": list(rs.settled.done), "recent": [_record(c) for c in rs.settled.recent.values()],
         "expiries": rs._expiries, "beat_due": rs.beat_due,
         # the worker's, not the repository's: kept in each checkpoint, merged on load (a nonce
         # spent or a sign count seen in any repository stays so)
@@ -67,7 +69,8 @@ def load(st: State, data: dict) -> RepoState:
                    policy_id=data["policy_id"], profile=data["profile"], humans=data["humans"],
                    recovery=data["recovery"], enrolled_by=data["enrolled_by"],
                    frozen=data["frozen"], redacted=set(data["redacted"]), next_seq=data["next_seq"], head_hash=data["head_hash"],
-                   trunks=data["trunks"], integrations=data["integrations"])
+                   trunks=data["trunks"], integrations=data["integrations"],
+                   settled=SettledChanges(data["name"], st.settled_reader))
     rs.policy = st.policy_of(rs.name, rs.policy_id)
     rs.sessions = {d["id"]: SessionRec(**d) for d in data["sessions"]}
     for d in data["sets"]:
@@ -78,9 +81,9 @@ def load(st: State, data: dict) -> RepoState:
     rs.interests = [Interest(**d) for d in data["interests"]]
     rs.reservations = [Reservation(**d) for d in data["reservations"]]
     rs.changes = {d["id"]: ChangeRec(**d) for d in data["changes"]}
-    for rec in rs.changes.values():
-        if rec.claim is None:   # settled: shares what it holds alike with the others, as when applied
-            rec.settle(rs.alike)
+    rs.settled.done.extend(data["done_changes"])
+    for d in data["recent"]:
+        rs.settled.recent[d["id"]] = ChangeRec(**d)
     rs.pending = {d["seq"]: PendingRec(**d) for d in data["pending"]}
     rs.queue = data["queue"]
     rs.verification_days = {day: ms for day, ms in data["verification_days"]}
@@ -89,7 +92,6 @@ def load(st: State, data: dict) -> RepoState:
     rs.events = data["events"]
     rs.live_sessions = dict.fromkeys(data["live_sessions"])
     rs.gone_sessions = deque(data["gone_sessions"], maxlen=STATUS_WINDOW)
-    rs.done_changes = deque(data["done_changes"], maxlen=STATUS_WINDOW)
     rs._expiries = [tuple(x) for x in data["expiries"]]
     heapq.heapify(rs._expiries)
     rs.beat_due = data["beat_due"]

@@ -5,7 +5,6 @@ import logging
 import os
 import signal
 import sys
-import threading
 import time
 from dataclasses import replace
 
@@ -19,7 +18,7 @@ from lonca.protocol import LoncaError
 from lonca.queue.checks import DIE_WITH_WORKER, reap_leftovers, record_in
 from lonca.symbols import SymbolCache
 
-from . import auth, checkpoint, daemonkey, gitstore, heap, schemas, store as db, worker_lock
+from . import auth, checkpoint, daemonkey, gitstore, heap, schemas, settled_store, store as db, worker_lock
 from . import security_methods
 from .event_methods import Told
 from .hook_methods import HookSeen
@@ -57,7 +56,7 @@ class Daemon:
         self.engine = None
         self.state = State(self.policy_of)
         self.tokens = auth.Tokens([])
-        self._stores = threading.local()  # a pygit2 Repository is not safe to share between threads
+        self._stores = gitstore.ThreadHandles(config.store_path, lambda repo: self.packer.generation(repo))
         gitstore.limit_caches()
         self._policies: dict[tuple[str, str], Policy] = {}
         self.tree_maps = TreeMaps()
@@ -157,7 +156,7 @@ class Daemon:
     def _replay(self, started: float | None = None) -> None:
         """State is the replay of the logs, each checked against its chain; a log that does not
         verify stops the start (`integrity`). `started`: the worker's start, at start."""
-        state = State(self.policy_of)
+        state = State(self.policy_of, settled_store.TableReader(self.engine))
         saved: dict[str, int] = {}
         witnesses = read_witnesses(self.config.witness_dir)
         with Session(self.engine) as s:
@@ -178,6 +177,15 @@ class Daemon:
                         state.apply(repo, json.loads(row.entry), row.hash)
                         if witness and row.seq == witness["seq"]:
                             at_witness = row.hash
+                    if started is not None:
+                        # at start, what the replay settled goes to its table page by page (most rows
+                        # are there: their entries are durable), so its memory stays a page's; a
+                        # recovery writes nothing (the database may take reads only): the log
+                        # writer's next commit of the repository writes what is left
+                        settled = settled_store.pending_rows([state.repos[repo]])
+                        settled_store.write(s.connection(), settled)
+                        s.commit()
+                        settled_store.mark_written([state.repos[repo]], settled)
                     if len(rows) < REPLAY_PAGE:
                         break
                     seq = rows[-1].seq + 1
@@ -279,11 +287,8 @@ class Daemon:
         self.queue.wake.set()
 
     def store(self, repo: str) -> pygit2.Repository:
-        """This thread's handle on the repository's store."""
-        handles = self._stores.__dict__.setdefault("by_repo", {})
-        if repo not in handles:
-            handles[repo] = gitstore.open_store(self.config.store_path(repo))
-        return handles[repo]
+        """This thread's handle on the repository's store (gitstore.ThreadHandles)."""
+        return self._stores.get(repo)
 
     # -- the database outside the log -------------------------------------------------------
 

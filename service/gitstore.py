@@ -3,8 +3,10 @@
 import base64
 import logging
 import os
+import threading
 import time
 from pathlib import Path
+from typing import Callable
 
 import pygit2
 
@@ -71,6 +73,26 @@ def create_empty(path: Path, now_ms: int) -> str:
 
 def open_store(path: Path) -> pygit2.Repository:
     return pygit2.Repository(str(path))
+
+
+class ThreadHandles:
+    """Each thread's own handle on each store (a pygit2 Repository is never shared between
+    threads), opened again once the store's packs were merged: `generation(repo)` moves on
+    (service/store_packer.py), and the old handle, dropped, lets go of the packs that were
+    deleted, which libgit2 keeps open and mapped in every handle that read them. A thread takes
+    its handle at the start of each piece of work, so no work sees it change under it."""
+
+    def __init__(self, store_path: Callable[[str], Path], generation: Callable[[str], int]) -> None:
+        self.store_path, self.generation = store_path, generation
+        self._local = threading.local()
+
+    def get(self, repo: str) -> pygit2.Repository:
+        handles = self._local.__dict__.setdefault("by_repo", {})
+        generation = self.generation(repo)
+        held = handles.get(repo)
+        if held is None or held[1] != generation:
+            held = handles[repo] = (open_store(self.store_path(repo)), generation)
+        return held[0]
 
 
 def trunk(repo: pygit2.Repository) -> str:

@@ -34,7 +34,7 @@ from .log import Draft, allow
 from .methods import Call, method
 from .paths import check_path
 from .policy import LEVELS
-from .read_methods import on_store
+from .read_methods import integrated_changes, on_store
 from .state import RepoState, SessionRec
 
 EVENT_WAIT_MS = 600_000  # a before-tool event of an MCP tool waits this long for its mcp.call
@@ -365,8 +365,9 @@ async def carried_paths(call: Call, rs: RepoState, files: list[dict], sessions: 
     """Paths whose local content a standing proposal of these sessions holds (pending, queued or
     integrated: the same blob, or the deletion). The proposals are read on the loop, their trees
     on a thread with its own handle."""
-    standing = [(c.commit, set(c.paths)) for c in rs.changes.values()
-                if c.session in sessions and c.status["status"] in ("pending", "queued", "integrated")]
+    standing = [(c.commit, set(c.paths)) for c in rs.changes.values()      # in flight: pending or queued
+                if c.session in sessions and c.status["status"] in ("pending", "queued")]
+    standing += [(c.commit, set(c.paths)) for c in await integrated_changes(rs, sessions)]
     maps = call.ctx.tree_maps
 
     def carried(store: pygit2.Repository) -> set[str]:

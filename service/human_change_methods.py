@@ -19,7 +19,7 @@ from .change_methods import STATUS, facts_json, leases_on, prepare
 from .human_methods import SUBMIT_AROUND, SUBMIT_OPS, Append, check_prepared
 from .log import Draft, deny
 from .methods import Call, method
-from .read_methods import on_store
+from .read_methods import find_change, on_store
 from .reducers import changed_symbols, touched_paths
 from .state import RepoState
 from .store import PreparedRow
@@ -31,7 +31,7 @@ def _own_change(rs: RepoState, human: str, change: str | None) -> None:
     of its workspace)."""
     if change is None:
         return
-    old = rs.changes.get(change)
+    old = rs.change(change)
     if old is None or old.actor != {"kind": "human", "name": human}:
         raise LoncaError("invalid", "change names no change of yours; send null for a new one")
     if old.status["status"] in ("queued", "integrated"):
@@ -46,8 +46,10 @@ async def prepare_change(call: Call) -> dict:
     if not files:
         raise LoncaError("invalid", "a change changes at least one file")
     change, revert_of, intent = p.get("change"), p.get("revert_of"), p.get("intent") or ""
+    if change is not None:
+        await find_change(rs, change)   # a settled change's record in memory for _own_change
     _own_change(rs, call.auth.human, change)
-    if revert_of is not None and revert_of not in rs.changes:
+    if revert_of is not None and await find_change(rs, revert_of) is None:
         raise LoncaError("invalid", f"revert_of names no change of {rs.name}")
     prepared = await prepare(call, rs, p["base"], files, intent or "lonca change", p["author"])
     if prepared is None:
@@ -63,6 +65,7 @@ async def submit_change(call: Call, rs: RepoState, op: dict, append: Append) -> 
     """The facts of base -> commit from the trees in the store (off the loop), then the decision."""
     d = call.ctx
     await check_prepared(call, op, "human.prepare_change")
+    await find_change(rs, op["change"])     # a settled change's record in memory for the decision
     trunk, redacted = rs.trunk, frozenset(rs.redacted)  # read on the loop: the thread reads no live state
 
     def facts(store: pygit2.Repository) -> tuple[dict, list[str], list[str]]:
@@ -89,7 +92,7 @@ def decide_human_change(call: Call, rs: RepoState, op: dict, *, facts: dict, cre
     d = call.ctx
     now = d.now_ms()
     me = call.auth.human
-    old = rs.changes.get(op["change"])
+    old = rs.change(op["change"])
     if old is not None and old.commit == op["commit"]:
         raise LoncaError("invalid", f"change {op['change']} was proposed with this commit already "
                                     f"(seq {old.proposed_seq}); prepare the change again")

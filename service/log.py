@@ -31,6 +31,7 @@ from lonca.canonical import canonical_text, sha256_hex
 from lonca.database_errors import db_cause
 from lonca.protocol import LOG_FORMAT, ZERO_HASH, LoncaError
 
+from . import settled_store
 from .daemonkey import DaemonKeys
 from .state import State
 from .supervision import supervise
@@ -222,8 +223,12 @@ class LogWriter:
             answers.append((fut, answer, draft, entry["seq"]))
         if not entries:
             return
+        # changes the batch settled, written with it (service/settled.py): encoded on the database
+        # thread, as a settled record no longer changes
+        touched = [self.state.repos[name] for name in dict.fromkeys(e["repo"] for e in entries) if name in self.state.repos]
+        settled = [(rs.name, *held) for rs in touched for held in rs.settled.to_write()]
         try:
-            await loop.run_in_executor(self._db, self._commit, entries, signers, rows)
+            await loop.run_in_executor(self._db, self._commit, entries, signers, rows, settled)
         except Exception as e:
             self.broken = db_cause(e)
             log.error("committing %d log entries to %s failed", len(entries), self.db_name, exc_info=True)
@@ -238,6 +243,8 @@ class LogWriter:
                 except Exception:  # what is left behind is the operator's to clear; the writer goes on
                     log.exception("putting back what the entry %d of the failed commit did failed", seq)
             return
+        for rs in touched:
+            rs.settled.written((c, seq) for name, c, seq, _ in settled if name == rs.name)
         self._durable = self._applied
         for e in entries:
             self.durable_next[e["repo"]] = max(self.durable_next.get(e["repo"], 1), e["seq"] + 1)
@@ -304,21 +311,25 @@ class LogWriter:
         self._applied += 1
         return {"repo": repo, "seq": seq, "entry": text, "hash": hash_hex}, entry, signer
 
-    def _commit(self, entries: list[dict], signers: list[Ed25519PrivateKey], rows: list[SQLModel]) -> None:
+    def _commit(self, entries: list[dict], signers: list[Ed25519PrivateKey], rows: list[SQLModel],
+                settled: list[tuple]) -> None:
         """On the database thread. Each entry is signed here, not as it is decided: nothing reads
         a signature before the commit. (cryptography's Ed25519 `sign` holds the GIL all the same:
         it costs the loop as much here as on it, docs/decisions.md "Lease requests: less CPU".)"""
         for e, signer in zip(entries, signers):
             e["sig"] = signer.sign(bytes.fromhex(e["hash"])).hex()
+        settled_rows = [settled_store.row(*held) for held in settled]
         if rows:
             with Session(self.engine) as s:
                 s.connection().execute(LOG_INSERT, entries)
+                settled_store.write(s.connection(), settled_rows)
                 for row in rows:
                     s.merge(row)
                 s.commit()
         else:   # the leases' entries: no Session (its bookkeeping cost more than the insert itself)
             with self.engine.begin() as conn:
                 conn.execute(LOG_INSERT, entries)
+                settled_store.write(conn, settled_rows)
         with self._witness_lock:
             self._witness_owed.update((e["repo"], e) for e in entries)  # the last of each repository's
             queued, self._witness_queued = self._witness_queued, True

@@ -11,6 +11,7 @@ from lonca.protocol import PROTOCOL, STATUS_LISTS, LoncaError, actor_label
 from . import gitstore, presence
 from .cedar_policy import problem as cedar_problem
 from .methods import Call, method
+from .state import ChangeRec, RepoState
 from .store import read_log_text
 from .wire_json import Raw, utf8
 
@@ -112,6 +113,30 @@ async def on_store(call: Call, fn: Callable[..., T], *args) -> T:
     in the worker"), so none is taken on the event loop and handed over."""
     d, repo = call.ctx, call.repo_state().name
     return await asyncio.to_thread(lambda: fn(d.store(repo), *args))
+
+
+async def find_change(rs: RepoState, change: str) -> ChangeRec | None:
+    """A change in flight, or as it settled (service/settled.py): its table read on a thread, and
+    what it answers kept for the decision and the reducer that follow (SettledChanges.recall), so
+    they need not read it on the event loop."""
+    rec = rs.changes.get(change) or rs.settled.held(change)
+    reader = rs.settled.reader
+    if rec is None and reader is not None:
+        rec = await asyncio.to_thread(reader.get, rs.name, change, None)
+        if rec is not None:
+            rs.settled.recall(rec)
+            rec = rs.change(change)     # a version proposed while the table was read is the one
+    return rec
+
+
+async def integrated_changes(rs: RepoState, sessions: set[str]) -> list[ChangeRec]:
+    """The integrated changes of these sessions: those settled lately, and the table's (on a thread)."""
+    found = {rec.id: rec for rec in rs.settled.held_integrated(sessions)}
+    reader = rs.settled.reader
+    if reader is not None:
+        for rec in await asyncio.to_thread(reader.integrated, rs.name, sessions):
+            found.setdefault(rec.id, rec)
+    return list(found.values())
 
 
 @method("tree", "read")

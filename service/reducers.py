@@ -12,6 +12,7 @@ from lonca.audit import recovered_human
 
 from .lease_model import Interest, LeaseSet, Reservation, any_conflict
 from .scope import full_scope
+from .settled import SettledChanges
 from .state import ChangeRec, PendingRec, RepoState, SessionRec, State
 
 Reducer = Callable[[State, RepoState, dict, dict, str], None]
@@ -25,7 +26,8 @@ def apply(st: State, repo: str, entry: dict, hash_hex: str) -> None:
     if kind == "repo.init" and allowed == "allow":
         rs = st.repos[repo] = RepoState(name=repo, daemon_key=op["daemon_key"], trunk=op["trunk"],
                                         policy_id=op["policy"], profile=op.get("profile", "cooperative"),
-                                        humans={op["human"]: op["human_key"]})
+                                        humans={op["human"]: op["human_key"]},
+                                        settled=SettledChanges(repo, st.settled_reader))
         rs.trunks[op["trunk"]] = 0
         rs.policy = st.policy_of(repo, op["policy"])
     rs = st.repos[repo]
@@ -321,8 +323,10 @@ def _apply_propose(st: State, rs: RepoState, entry: dict, op: dict, outcome: str
     if op.get("commit") is None:
         return
     paths = touched_paths(facts)
-    old = rs.changes.get(op["change"])
-    if old:  # a new version takes the old one's place in the queue or review
+    # a new version of a change in flight or settled: as it was before this entry (a replay's
+    # table may hold what later entries settled)
+    old = rs.change(op["change"], entry["seq"])
+    if old and old.id in rs.changes:  # a new version takes the old one's place in the queue or review
         leave_queue(rs, old.id, old.status)
     status = {"allow": {"status": "queued"}, "escalate": {"status": "pending", "seq": entry["seq"]},
               "deny": {"status": "rejected", "reasons": entry["decision"]["reasons"]}}[outcome]
@@ -334,8 +338,7 @@ def _apply_propose(st: State, rs: RepoState, entry: dict, op: dict, outcome: str
                     checks=old.checks if old else [], versions=(old.versions if old else []) + [entry["seq"]])
     rs.changes[rec.id] = rec
     if outcome == "deny":
-        rs.done_changes.append(rec.id)
-        rec.settle(rs.alike)
+        rs.settle(rec, entry["seq"])
         return
     if session in rs.sessions:   # hook.stop counts its rounds from the last proposal
         rs.sessions[session].unproposed = None
@@ -386,15 +389,15 @@ def _leave_pending(rs: RepoState, change: str) -> None:
 
 
 def leave_queue(rs: RepoState, change: str, status: dict) -> None:
-    """A change leaves the queue (integrated, conflicted, rejected, withdrawn): unpin its items."""
+    """A change leaves the queue (integrated, conflicted, rejected, withdrawn): unpin its items,
+    and it settles at the entry being applied."""
     rec = rs.changes[change]
     rec.status = status
     if change in rs.queue:
         rs.queue.remove(change)
     _leave_pending(rs, change)
     rs.unpin(change)
-    rs.done_changes.append(change)
-    rec.settle(rs.alike)
+    rs.settle(rec, rs.next_seq - 1)
 
 
 def _apply_priority(st: State, rs: RepoState, entry: dict, op: dict, outcome: str) -> None:

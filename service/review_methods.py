@@ -44,7 +44,7 @@ def decide_approve(call: Call, rs: RepoState, op: dict) -> Draft:
 def decide_priority(call: Call, rs: RepoState, op: dict) -> Draft:
     """A queued change goes ahead of the changes queued before it that it is independent of
     (lonca.queue.ahead), from the next round of the queue on."""
-    rec = rs.changes.get(op["change"])
+    rec = rs.change(op["change"])   # a settled one is read from its table here: a rare request
     if rec is None:
         raise LoncaError("not_found", f"no change {op['change']}")
     reasons = []

@@ -12,9 +12,9 @@ from lonca.protocol import SIGNATURE_LIFETIME_MS, SIGNATURE_SKEW_MS, ZERO_HASH
 from . import presence
 from .lease_model import Interest, LeaseIndex, LeaseSet, Reservation, items_conflict, split
 from .policy import DEFAULT, Policy
+from .settled import STATUS_WINDOW, Reader, SettledChanges
 
 EVENTS_KEPT = 1000  # the events a session can still read (`events`, `inbox`): its latest this many
-STATUS_WINDOW = 20  # `status` lists every live session and open change, and this many over or done
 SETTLED_FACTS = ("signature_changes",)  # what a change out of the queue keeps of its facts (Policy.runs)
 
 @dataclass
@@ -81,37 +81,14 @@ class ChangeRec:
     review_evidence: list = field(default_factory=list)
     priority_seq: int | None = None  # a human's signed priority: ahead of what it is independent of
 
-    def settle(self, alike: "Alike") -> None:
+    def settle(self) -> None:
         """The change left the queue for good (integrated, failed, denied, withdrawn, replaced): its
         claim and facts stay in its proposal entry in the log, where change.get and change.diff
-        read them; kept in memory is what status reads (the facts `Policy.runs` looks at). A
-        record of each change ever was what the worker's memory grew by, about 6 KB a change;
-        its actor and its integration's decision, alike for most changes, are shared (`alike`)."""
+        read them; kept is what status reads (the facts `Policy.runs` looks at). The record then
+        leaves memory for the settled_changes table (service/settled.py) once its entry is
+        committed: a record of each change ever was what the worker's memory grew by."""
         self.claim = None
         self.facts = {k: self.facts[k] for k in SETTLED_FACTS if self.facts.get(k)}
-        self.actor = alike.one(self.actor)
-        if self.integrate_decision is not None:
-            self.integrate_decision = alike.one(self.integrate_decision)
-
-
-class Alike:
-    """One copy of each flat JSON value alike (an actor, a decision without reasons) among the
-    records of settled changes, which keep them for as long as the worker runs: each decoded from
-    its own entry, they were 0.9 KB of a settled change's 2.4 KB. Only values whose lists are
-    empty are shared (a decision's reasons name changes and symbols: few are alike, and the table
-    would grow by each). The shared values are read, never changed, like every record's."""
-
-    __slots__ = ("_held",)
-
-    def __init__(self) -> None:
-        self._held: dict[tuple, dict] = {}
-
-    def one(self, value: dict) -> dict:
-        try:
-            key = tuple((k, type(v), () if v == [] else v) for k, v in value.items())  # 1 and true differ
-            return self._held.setdefault(key, value)
-        except TypeError:   # a value that is a non-empty list or an object: kept as it is
-            return value
 
 
 @dataclass
@@ -148,7 +125,7 @@ class RepoState:
     sets_by_session: dict[str, set[str]] = field(default_factory=dict)
     interests: list[Interest] = field(default_factory=list)
     reservations: list[Reservation] = field(default_factory=list)
-    changes: dict[str, ChangeRec] = field(default_factory=dict)
+    changes: dict[str, ChangeRec] = field(default_factory=dict)  # in flight: queued or waiting for a human
     pending: dict[int, PendingRec] = field(default_factory=dict)
     queue: list[str] = field(default_factory=list)
     verification_days: dict[int, int] = field(default_factory=dict)  # UTC day -> ms of checks run
@@ -157,10 +134,19 @@ class RepoState:
     events: dict[str, list[dict]] = field(default_factory=dict)  # session -> its events in seq order (EVENTS_KEPT)
     live_sessions: dict[str, None] = field(default_factory=dict)  # not ended and not run out, in start order
     gone_sessions: deque = field(default_factory=lambda: deque(maxlen=STATUS_WINDOW))  # latest over, oldest first
-    done_changes: deque = field(default_factory=lambda: deque(maxlen=STATUS_WINDOW))  # latest to leave the queue
+    settled: SettledChanges = field(default_factory=lambda: SettledChanges("", None))  # out of the queue for good
     _expiries: list[tuple[int, str, str]] = field(default_factory=list)  # (when, "set"|"beat"|"session", id)
     beat_due: dict[str, int] = field(default_factory=dict)  # session -> when its heartbeat is checked next
-    alike: Alike = field(default_factory=Alike)  # what settled changes share (ChangeRec.settle)
+
+    def change(self, change: str, before_seq: int | None = None) -> ChangeRec | None:
+        """A change in flight, else as it settled (SettledChanges.get: perhaps a read of the table)."""
+        return self.changes.get(change) or self.settled.get(change, before_seq)
+
+    def settle(self, rec: ChangeRec, seq: int) -> None:
+        """The change left the queue for good at the entry `seq`: out of the changes in flight."""
+        rec.settle()
+        del self.changes[rec.id]
+        self.settled.add(rec, seq)
 
     # -- lease liveness -----------------------------------------------------------------------
 
@@ -316,8 +302,10 @@ class RepoState:
 
 
 class State:
-    def __init__(self, policy_of: Callable[[str, str], Policy] = lambda repo, pid: DEFAULT):
+    def __init__(self, policy_of: Callable[[str, str], Policy] = lambda repo, pid: DEFAULT,
+                 settled_reader: Reader | None = None):
         self.repos: dict[str, RepoState] = {}
+        self.settled_reader = settled_reader  # the table of settled changes; None: they stay in memory
         self.nonces: dict[str, int] = {}  # nonce -> when it can be forgotten (a signature is stale by then)
         self.sign_counts: dict[str, int] = {}  # WebAuthn key public -> last sign count (service/presence.py)
         self.policy_of = policy_of

@@ -75,8 +75,8 @@ class StatusParts:
 
 def listed_changes(rs: RepoState) -> list[ChangeRec]:
     """Every change in the queue or waiting for a human, and the latest STATUS_WINDOW that left."""
-    ids = dict.fromkeys([*rs.queue, *(pr.change for pr in rs.pending.values() if pr.change), *rs.done_changes])
-    return [rs.changes[c] for c in ids if c in rs.changes]
+    ids = dict.fromkeys([*rs.queue, *(pr.change for pr in rs.pending.values() if pr.change), *rs.settled.done])
+    return [rec for rec in (rs.changes.get(c) or rs.settled.recent.get(c) for c in ids) if rec is not None]
 
 
 def change_json(rs: RepoState, c: ChangeRec) -> dict:

@@ -5,7 +5,7 @@ import json
 import os
 from pathlib import Path
 
-from sqlalchemy import BigInteger, event
+from sqlalchemy import BigInteger, Index, event
 from sqlalchemy.engine import Engine, make_url
 
 from lonca.protocol import LoncaError
@@ -154,3 +154,17 @@ class CheckpointRow(SQLModel, table=True):
     format: int
     state: str  # canonical JSON (VARCHAR without a length: unbounded on PostgreSQL and SQLite)
     state_hash: str = Field(max_length=64)  # SHA-256 of state: a torn or edited write is ignored
+
+
+class SettledChangeRow(SQLModel, table=True):
+    """A change's record as the entry `seq` settled it (out of the queue for good): written in the
+    commit of that entry, read by change.get, change.resolve and a new version of the change
+    (service/settled.py). Every version a change settled at has its row, for replays."""
+    __tablename__ = "settled_changes"
+    __table_args__ = (Index("settled_changes_session", "repo", "session"),)  # a workspace's integrated changes
+    repo: str = Field(primary_key=True, max_length=64)
+    change: str = Field(primary_key=True, max_length=64)
+    seq: int = Field(primary_key=True, sa_type=BigInteger)
+    session: str | None = Field(default=None, max_length=64)
+    status: str = Field(max_length=16)
+    record: str     # canonical JSON of the ChangeRec's fields

@@ -14,6 +14,20 @@ now holds. Writers may go on meanwhile: an object written after the listing stay
 reader whose handle misses a deleted loose file re-reads the pack folder (libgit2 refreshes its
 packs on a miss). Stopping never waits for a pack: the thread is a daemon, an unfinished pack is
 a temporary file, and no loose object was deleted before its pack was whole.
+
+Packs are merged too: each pack above is a few thousand proposals' objects, and a store that
+served 100,000 proposals would hold dozens of them, each searched on a miss and each with its
+index mapped. Past MAX_PACKS, `git repack --geometric=2` rolls the packs up so that each holds
+at least twice the objects of all smaller ones together (their count stays logarithmic in the
+store's size); it packs every object of the packs it rolls up, reachable or not (pack-objects
+--stdin-packs), which is what a store whose proposals live in the log, not under refs, needs,
+and reuses their deltas. Without `-d`: git's prune-packed would also remove empty fan-out
+folders, racing a libgit2 writer between its mkdir and its rename. The packer deletes the packs
+whose objects the new pack all holds itself, index first (a reader that lists the folder then
+never sees a pack without its index; one whose handle has the pack listed but not open looks in
+the next pack, as libgit2 does while git gc runs). A libgit2 handle that read a deleted pack
+keeps it open and mapped: so `generation(repo)` moves on, and the worker opens a thread's handle
+again when it next takes it (gitstore.ThreadHandles), dropping the old one and its packs.
 """
 from __future__ import annotations
 
@@ -26,8 +40,13 @@ from typing import Callable
 
 import pygit2
 
+from lonca.protocol import LoncaError
+
+from .remotes import run_git
+
 log = logging.getLogger("lonca.git")
 THRESHOLD = 6700        # git's own gc.auto
+MAX_PACKS = 8           # past this many packs the store's packs are rolled up (merge_packs)
 _HEX = frozenset("0123456789abcdef")
 
 
@@ -73,11 +92,56 @@ def pack_loose(store: Path) -> int:
     return builder.written_objects_count
 
 
-class StorePacker:
-    """One thread that packs the stores it is told about, when they are past THRESHOLD."""
+def pack_count(store: Path) -> int:
+    return len(_packs(store))
 
-    def __init__(self, store_path: Callable[[str], Path], threshold: int = THRESHOLD) -> None:
-        self.store_path, self.threshold = store_path, threshold
+
+def _packs(store: Path) -> list[Path]:
+    """The store's packs, by their index file."""
+    try:
+        return sorted(p for p in (store / "objects" / "pack").iterdir() if p.suffix == ".idx")
+    except FileNotFoundError:
+        return []
+
+
+def pack_ids(idx: Path) -> set[bytes] | None:
+    """The object ids (raw 20 bytes) a version 2 pack index lists; None for another version."""
+    data = idx.read_bytes()
+    if data[:8] != b"\xfftOc\x00\x00\x00\x02":
+        return None
+    count = int.from_bytes(data[8 + 255 * 4:8 + 256 * 4], "big")
+    start = 8 + 256 * 4
+    return {data[start + 20 * i:start + 20 * (i + 1)] for i in range(count)}
+
+
+def merge_packs(store: Path) -> int:
+    """Roll the store's packs up geometrically (git, bounded as every git run of the worker),
+    every object they hold kept, and delete the packs the new one holds whole; `git` when git
+    fails. How many packs were deleted."""
+    before = set(_packs(store))
+    run_git(store, "repack", "-q", "--geometric=2", "--no-write-bitmap-index")
+    made = [p for p in _packs(store) if p not in before]
+    held: set[bytes] = set()
+    for idx in made:
+        held |= pack_ids(idx) or set()
+    deleted = 0
+    for idx in sorted(before):
+        ids = pack_ids(idx)
+        if ids is None or not ids <= held:
+            continue
+        for suffix in (".idx", ".pack", ".rev", ".bitmap", ".keep"):
+            idx.with_suffix(suffix).unlink(missing_ok=True)
+        deleted += 1
+    return deleted
+
+
+class StorePacker:
+    """One thread that packs the stores it is told about, when they are past THRESHOLD, and
+    merges their packs past MAX_PACKS."""
+
+    def __init__(self, store_path: Callable[[str], Path], threshold: int = THRESHOLD, max_packs: int = MAX_PACKS) -> None:
+        self.store_path, self.threshold, self.max_packs = store_path, threshold, max_packs
+        self._generation: dict[str, int] = {}
         self._wanted: set[str] = set()
         self._cond = threading.Condition()
         self._thread = threading.Thread(target=self._run, name="lonca-pack", daemon=True)
@@ -88,6 +152,11 @@ class StorePacker:
         with self._cond:
             self._wanted.add(repo)
             self._cond.notify()
+
+    def generation(self, repo: str) -> int:
+        """How many times packs of `repo`'s store were rolled up and deleted: a handle opened at
+        another generation may hold deleted packs open."""
+        return self._generation.get(repo, 0)
 
     def _run(self) -> None:
         while True:
@@ -102,7 +171,13 @@ class StorePacker:
                 t0 = time.monotonic()
                 n = pack_loose(path)
                 log.info("packed %d loose objects of %s in %.1f s", n, repo, time.monotonic() - t0)
-            except (pygit2.GitError, OSError) as e:
+                if pack_count(path) > self.max_packs:
+                    t0 = time.monotonic()
+                    deleted = merge_packs(path)
+                    self._generation[repo] = self.generation(repo) + 1
+                    log.info("merged %d packs of %s, %d left, in %.1f s", deleted, repo, pack_count(path),
+                             time.monotonic() - t0)
+            except (pygit2.GitError, OSError, LoncaError) as e:
                 log.warning("packing the store of %s failed (%s); tried again when it grows", repo, e)
             except Exception:  # the thread goes on for the other stores and the next nudge
                 log.exception("packing the store of %s failed; tried again when it grows", repo)

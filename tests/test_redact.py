@@ -9,6 +9,7 @@ import json
 from conftest import git
 from helpers import acquire, propose, session_op
 from lonca.protocol import LoncaError, claim_from_facts
+from lonca.service import checkpoint
 from test_checkpoints import sql
 from test_human_change import prepare, wait_for
 
@@ -71,10 +72,10 @@ def test_a_redacted_blob_is_null_everywhere_and_stays_so_after_a_restart(repo_en
     assert out["blob"] == util and out["decision"]["outcome"] == "allow"
     assert reads_of(env, trunk, "lib/util.py") == (None, None)
 
-    # a clean stop saves a checkpoint (format 5 carries the set); the start resumes from it
+    # a clean stop saves a checkpoint (format 5 and later carry the set); the start resumes from it
     env.client.close()
     env.w.stop()
-    assert sql(env.w, "SELECT format FROM checkpoints WHERE repo='demo'") == [(5,)]
+    assert sql(env.w, "SELECT format FROM checkpoints WHERE repo='demo'") == [(checkpoint.FORMAT,)]
     env.w.start()
     env.client = env.w.client().connect()
     assert reads_of(env, trunk, "app.py") == (None, None) == reads_of(env, trunk, "lib/util.py")

@@ -1,14 +1,18 @@
 """The worker packs a store's loose objects (service/store_packer.py) while other threads go on
 writing and reading it: every object stays readable, through handles opened before the pack
-too, and what was packed is no longer loose."""
+too, and what was packed is no longer loose. Past MAX_PACKS its packs are merged, every object
+kept, and the threads' handles let go of the packs that were deleted."""
 from __future__ import annotations
 
+import gc
+import os
 import threading
 import time
 
 import pygit2
 
-from lonca.service.store_packer import StorePacker, loose_estimate, loose_objects, pack_loose
+from lonca.service.gitstore import ThreadHandles
+from lonca.service.store_packer import StorePacker, loose_estimate, loose_objects, pack_count, pack_loose
 
 
 def test_packing_while_writers_write_loses_nothing(tmp_path) -> None:
@@ -65,3 +69,36 @@ def test_the_packer_thread_packs_a_store_past_its_threshold(tmp_path) -> None:
         assert time.monotonic() < deadline, "the store was not packed"
         time.sleep(0.05)
     assert [repo[b].data for b in blobs] == [b"%d" % i for i in range(500)]
+
+
+def deleted_packs_held() -> int:
+    """Pack files of this process that were deleted but are still open or mapped."""
+    fds = [os.readlink(f"/proc/self/fd/{fd}") for fd in os.listdir("/proc/self/fd") if os.path.exists(f"/proc/self/fd/{fd}")]
+    with open("/proc/self/maps") as f:
+        maps = [line for line in f if ".pack (deleted)" in line]
+    return sum(1 for t in fds if t.endswith(".pack (deleted)")) + len(maps)
+
+
+def test_packs_are_merged_past_max_packs_and_handles_let_go_of_the_deleted(tmp_path) -> None:
+    store = tmp_path / "s.git"
+    pygit2.init_repository(str(store), bare=True)
+    packer = StorePacker(lambda name: store, threshold=0, max_packs=3)
+    handles = ThreadHandles(lambda name: store, packer.generation)
+    blobs: list[str] = []
+    for k in range(12):     # 12 packs' worth: without merging, 12 packs
+        writer = handles.get("demo")    # as each worker thread takes its handle for a piece of work
+        blobs += [str(writer.create_blob(b"round %d blob %d\n" % (k, i))) for i in range(300)]
+        packer.nudge("demo")
+        deadline = time.monotonic() + 60
+        while loose_objects(store) or pack_count(store) > 3:
+            assert time.monotonic() < deadline, "the store was not packed and merged"
+            time.sleep(0.05)
+        reader = handles.get("demo")
+        assert reader[blobs[0]].data == b"round 0 blob 0\n" and reader[blobs[-1]].data.startswith(b"round %d" % k)
+    assert packer.generation("demo") >= 2 and pack_count(store) <= 3
+    fresh = handles.get("demo")
+    assert all(fresh[b].data.startswith(b"round ") for b in blobs)     # unreachable from any ref, all kept
+    del reader, writer
+    gc.collect()
+    assert fresh[blobs[0]].data == b"round 0 blob 0\n"     # the handle in use now holds the new packs only
+    assert deleted_packs_held() == 0

@@ -5,6 +5,7 @@ import subprocess
 
 import pytest
 
+from harness_runs import wait_status
 from helpers import acquire, b64, propose
 from lonca.protocol import LoncaError
 
@@ -154,10 +155,14 @@ def test_stop_sends_back_within_stop_rounds_and_a_proposal_carries_the_files(rep
     second = env.client.call("hook.stop", {"harness": "claude-code", "files": files}, token=ada)
     assert second["round"] == 2 and "output" not in second
     assert session(env, ada)["unproposed"]["rounds"] == 2
-    assert propose(env.client, ada, trunk(env), {"app.py": changed})["decision"]["outcome"] != "deny"
+    proposed = propose(env.client, ada, trunk(env), {"app.py": changed})
+    assert proposed["decision"]["outcome"] != "deny"
     assert session(env, ada)["unproposed"] is None
     clean = env.client.call("hook.stop", {"harness": "claude-code", "files": files}, token=ada)
     assert {k: clean[k] for k in ("unproposed", "total", "round", "limit")} == {"unproposed": [], "total": 0, "round": 0, "limit": 1}
+    wait_status(env, proposed["change"], "integrated")
+    # integrated, the change is settled: its record is read from the settled_changes table
+    assert env.client.call("hook.stop", {"harness": "claude-code", "files": files}, token=ada)["unproposed"] == []
     seq = env.status()["next_seq"]
     env.client.call("hook.stop", {"harness": "claude-code", "files": files}, token=ada)
     assert env.status()["next_seq"] == seq      # a clean report is new once

@@ -50,7 +50,7 @@ def test_load_then_replay_the_rest_equals_replay_from_the_start():
         replay(c, resumed, start=cut + 1)
         assert canonical(checkpoint.dump(resumed, resumed.repo("demo"))) == want, cut
     assert whole.repo("demo").reservations and whole.repo("demo").events["s3"]
-    assert whole.repo("demo").changes["kkkk"].claim is None and whole.repo("demo").queue == ["llll"]
+    assert whole.repo("demo").change("kkkk").claim is None and whole.repo("demo").queue == ["llll"]
     assert whole.repo("demo").redacted == {"e" * 40}  # a denied redact redacts nothing
 
 

@@ -157,7 +157,7 @@ def test_a_continuation_ends_the_old_session_and_passes_only_pinned_items():
     old, new = rs.sessions["s1"], rs.sessions["s2"]
     assert old.ended and old.continued_by == "s2" and new.continued_from == "s1" and new.scope["scratch"] == []
     assert rs.workspace_sessions("s2") == {"s1", "s2"} and "L1" not in rs.sets  # the pinned items left with it
-    assert rs.changes[change].status == {"status": "integrated", "commit": "d" * 40}
+    assert rs.change(change).status == {"status": "integrated", "commit": "d" * 40} and change not in rs.changes
     assert [e["kind"] for e in rs.events["s2"]] == ["integrated"] and "s1" not in rs.events
     assert (old.verification_ms, new.verification_ms) == (1500, 1500)   # the line's, on its first and its current
 
