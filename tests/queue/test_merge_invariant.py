@@ -56,15 +56,22 @@ def test_invariant_over_the_corpus(repo):
 # -- this project's own history ------------------------------------------------------------------
 
 def _versions_in_history(max_commits: int = 400) -> dict[str, list[bytes]]:
-    """Each source file's successive contents, oldest first, over the checkout's history."""
+    """Each source file's successive contents, oldest first, along the checkout's first-parent
+    history: trunk's own states, a merged branch being one step. (Every commit in topological
+    order interleaves branches, so three "successive" versions could come from two branches:
+    a section one branch added would look deleted by the next.)"""
     found = pygit2.discover_repository(str(Path(__file__).resolve().parent))
     if found is None:
         pytest.skip("not a git checkout: no history to merge")
     git = pygit2.Repository(found)
-    commits = list(git.walk(git.head.target, pygit2.enums.SortMode.TOPOLOGICAL | pygit2.enums.SortMode.REVERSE))
+    commits: list[pygit2.Commit] = []
+    at: pygit2.Commit | None = git[git.head.target]
+    while at is not None and len(commits) < max_commits:
+        commits.append(at)
+        at = at.parents[0] if at.parents else None
     versions: dict[str, list[bytes]] = {}
-    for c in commits[-max_commits:]:
-        if len(c.parents) != 1:
+    for c in reversed(commits):
+        if not c.parents:
             continue
         for d in git.diff(c.parents[0], c).deltas:
             path = d.new_file.path
