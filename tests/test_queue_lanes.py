@@ -153,6 +153,21 @@ def test_a_human_signed_priority_goes_ahead_of_what_it_is_independent_of(repo_en
     assert late["decision"] == {"outcome": "deny", "reasons": ["not_queued"]}
 
 
+def _propose_each(env, names: tuple[str, ...]) -> dict[str, tuple[str, str]]:
+    """name -> (change, token): each agent leases and proposes lib/<name>.py on one base, `b`'s
+    carrying BAD; `first` goes alone, so the next three make one round (batch_size 3)."""
+    base = env.status()["trunk"]
+    ids = {}
+    for name in names:
+        token = env.agent(name)["token"]
+        acquire(env.client, token, f"lib/{name}.py#<file>")
+        body = f"def {name}():\n    return {'BAD' if name == 'b' else 1}\n"
+        ids[name] = (propose(env.client, token, base, {f"lib/{name}.py": body})["change"], token)
+        if name == "first":
+            time.sleep(0.3)     # `first` is verified alone
+    return ids
+
+
 def test_the_next_round_runs_on_the_tree_a_round_is_about_to_land(repo_env, tmp_path):
     # pipelining: a round of a, b (failing), c announces a + c as the tree it lands; the next
     # round, d and e, is built on that tree and its checks start before a + c is logged
@@ -165,15 +180,7 @@ def test_the_next_round_runs_on_the_tree_a_round_is_about_to_land(repo_env, tmp_
     env.policy(f'[verification]\ntests = {json.dumps(["python3", "-c", check, str(spans)])}\nbatch_size = 3\n'
                '[queue]\nrunners = 4\n')
     c = env.client
-    base = env.status()["trunk"]
-    ids = {}
-    for name in ("first", "a", "b", "c", "d", "e"):
-        t = env.agent(name)["token"]
-        acquire(c, t, f"lib/{name}.py#<file>")
-        body = f"def {name}():\n    return {'BAD' if name == 'b' else 1}\n"
-        ids[name] = (propose(c, t, base, {f"lib/{name}.py": body})["change"], t)
-        if name == "first":
-            time.sleep(0.3)     # `first` is verified alone; a, b, c make the next round (batch_size 3)
+    ids = _propose_each(env, ("first", "a", "b", "c", "d", "e"))
     for name, (cid, t) in ids.items():
         wait_status(c, t, cid, "rejected" if name == "b" else "integrated", timeout=90)
     entries = [e["entry"] for e in env.log()]
@@ -208,14 +215,7 @@ def test_a_round_built_on_an_announced_tree_that_fails_is_thrown_away(repo_env, 
                '[queue]\nrunners = 4\n')
     c = env.client
     base = env.status()["trunk"]
-    ids = {}
-    for name in ("first", "t", "p", "b", "d", "e"):
-        tok = env.agent(name)["token"]
-        acquire(c, tok, f"lib/{name}.py#<file>")
-        body = f"def {name}():\n    return {'BAD' if name == 'b' else 1}\n"
-        ids[name] = (propose(c, tok, base, {f"lib/{name}.py": body})["change"], tok)
-        if name == "first":
-            time.sleep(0.3)
+    ids = _propose_each(env, ("first", "t", "p", "b", "d", "e"))
     outcome = {n: "rejected" if n in ("p", "b") else "integrated" for n in ids}
     for name, (cid, tok) in ids.items():
         wait_status(c, tok, cid, outcome[name], timeout=120)
