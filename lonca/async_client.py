@@ -8,7 +8,8 @@ from pathlib import Path
 
 from lonca import paths
 from lonca.client import (CONNECT_AGAIN, Backoff, Unreachable, check_peer, closed_before_reading,
-                          expected_uid, nothing_ran, parse_response, request_line, result_of, verify_socket)
+                          expected_uid, nothing_ran, parse_response, request_line, result_of, retry_budget,
+                          verify_socket)
 from lonca.protocol import BIG_LINE_MAX
 
 
@@ -24,7 +25,7 @@ class AsyncClient:
     async def connect(self) -> None:
         uid, from_file = expected_uid()
         verify_socket(self.path, uid, from_file)
-        backoff = Backoff()
+        backoff = Backoff(retry_budget(self.timeout))
         while True:
             try:
                 reader, writer = await asyncio.open_unix_connection(str(self.path), limit=BIG_LINE_MAX + 1024)
@@ -50,7 +51,7 @@ class AsyncClient:
                    token: str | None = None):
         line = request_line(next(self._ids), method, params, repo, token)
         async with self._lock:
-            backoff, resent = Backoff(), False
+            backoff, resent = Backoff(retry_budget(self.timeout)), False
             while True:
                 fresh = self._writer is None
                 code = nothing_ran(resp := await self._exchange(line))

@@ -6,8 +6,8 @@ It sends a request again where the seed says nothing ran: after the `closed` evi
 a connection the daemon closed before reading the request, at once on one new connection; should
 that be evicted too (many more clients than the daemon's cap, all connecting), and after `busy` on
 a new connection or a full listen backlog (EAGAIN) or no listener yet (ECONNREFUSED) when
-connecting, again with backoff for up to RETRY_S. A connection that ends after the daemon read the
-request is never resent: the daemon may have run it."""
+connecting, again with backoff for as long as the client's own timeout (at least RETRY_S). A
+connection that ends after the daemon read the request is never resent: the daemon may have run it."""
 import errno
 import itertools
 import json
@@ -23,7 +23,8 @@ from pathlib import Path
 from lonca import install, paths
 from lonca.protocol import PROTOCOL, LoncaError
 
-RETRY_S = 2.0   # how long a refusal the seed calls "send it again" is retried
+RETRY_S = 2.0   # the least time a refusal the seed calls "send it again" is retried
+STEP_MAX_S = 0.5  # the longest single wait: a long budget keeps trying, not sleeping seconds
 CONNECT_AGAIN = (errno.EAGAIN, errno.ECONNREFUSED)  # a full listen backlog; a daemon not listening yet
 
 
@@ -105,10 +106,17 @@ def closed_before_reading(fresh: bool) -> dict:
     return {"id": 0, "ok": False, "error": {"code": code, "message": "the daemon closed the connection before reading the request"}}
 
 
+def retry_budget(timeout: float | None) -> float:
+    """How long a client retries what the seed says to send again: as long as it would wait for
+    an answer (its timeout), at least RETRY_S. A fixed 2 s made agents of a loaded daemon fail
+    with `busy` while their callers were still willing to wait (30 agents at a cap of 4)."""
+    return RETRY_S if timeout is None else max(RETRY_S, timeout)
+
+
 class Backoff:
-    """Waits that double from 10 ms, for as long as RETRY_S from the first. Each wait is drawn
-    between half and all of its step: clients refused together (a burst of agents meeting a full
-    daemon) would otherwise come back together, each time."""
+    """Waits that double from 10 ms up to STEP_MAX_S, for as long as the budget from the first.
+    Each wait is drawn between half and all of its step: clients refused together (a burst of
+    agents meeting a full daemon) would otherwise come back together, each time."""
 
     def __init__(self, budget_s: float = RETRY_S):
         self.end, self.delay = time.monotonic() + budget_s, 0.01
@@ -118,7 +126,7 @@ class Backoff:
         left = self.end - time.monotonic()
         if left <= 0:
             return None
-        delay, self.delay = min(self.delay * random.uniform(0.5, 1.0), left), self.delay * 2
+        delay, self.delay = min(self.delay * random.uniform(0.5, 1.0), left), min(self.delay * 2, STEP_MAX_S)
         return delay
 
     def wait(self) -> bool:
@@ -142,13 +150,14 @@ class Client:
         self.path = Path(path) if path else paths.socket_path()
         self.timeout = timeout
         self._sock: socket.socket | None = None
+        self._answered = False  # whether this connection has carried an answer yet (see `fresh`)
         self._buf = bytearray()
         self._ids = itertools.count(1)
 
     def connect(self) -> "Client":
         uid, from_file = expected_uid()
         verify_socket(self.path, uid, from_file)
-        backoff = Backoff()
+        backoff = Backoff(retry_budget(self.timeout))
         while True:
             s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             s.settimeout(self.timeout)
@@ -165,7 +174,7 @@ class Client:
         except Unreachable:
             s.close()
             raise
-        self._sock = s
+        self._sock, self._answered = s, False
         return self
 
     def close(self) -> None:
@@ -183,9 +192,9 @@ class Client:
     def request(self, method: str, params: dict | None = None, *, repo: str | None = None, token: str | None = None) -> dict:
         """Send one request and return the raw response object; sent again where nothing ran."""
         line = request_line(next(self._ids), method, params, repo, token)
-        backoff, resent = Backoff(), False
+        backoff, resent = Backoff(retry_budget(self.timeout)), False
         while True:
-            fresh = self._sock is None
+            fresh = self.fresh()
             code = nothing_ran(resp := self._exchange(line))
             if code == "closed" and not resent:
                 resent = True
@@ -194,10 +203,15 @@ class Client:
                 continue
             return resp
 
+    def fresh(self) -> bool:
+        """Whether the next request goes on a connection that has carried no answer: one opened
+        by `with Client(...)` counts, so `busy` met by its first request is waited out too."""
+        return self._sock is None or not self._answered
+
     def _exchange(self, line: bytes) -> dict:
         """One send and its answer on the current (or a new) connection."""
-        fresh = self._sock is None
-        if fresh:
+        fresh = self.fresh()
+        if self._sock is None:
             self.connect()
         try:
             self._sock.sendall(line)
@@ -211,6 +225,8 @@ class Client:
             raise Unreachable(f"the daemon connection failed: {e}") from None
         if not resp["ok"] and resp.get("id") == 0:  # closed, busy, timeout: the daemon ends the connection
             self.close()
+        else:
+            self._answered = True
         return resp
 
     def call(self, method: str, params: dict | None = None, *, repo: str | None = None, token: str | None = None):

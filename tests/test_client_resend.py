@@ -4,12 +4,14 @@ connections overflows the listen backlog. `lonca.client.Client` and `AsyncClient
 connection and send the request again, and retry a full backlog briefly: no call fails."""
 import asyncio
 import random
+import socket
 import threading
+import time
 
 import pytest
 
 from lonca.async_client import AsyncClient
-from lonca.client import Client
+from lonca.client import RETRY_S, Client
 
 CAP = 4
 
@@ -91,3 +93,37 @@ def test_async_clients_resend_after_eviction(full_worker):
     assert asyncio.run(main()) == []
     assert refused(w)["evicted"] > 0
 
+
+
+@pytest.mark.parametrize("kind", ["blocking", "async"])
+def test_busy_is_retried_for_as_long_as_the_clients_timeout(make_worker, kind):
+    """The one connection a uid may hold is sending a request slowly, so every new connection is
+    refused `busy` for longer than RETRY_S: a client whose timeout is longer waits it out and is
+    answered (with RETRY_S as its whole budget, it failed with busy)."""
+    w = make_worker({"LONCA_MAX_CONNS_PER_UID": "1"})
+    time.sleep(0.3)  # let the worker see the start-up probe's connection close
+    held = RETRY_S + 1.5
+    slow = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    slow.settimeout(10)
+    slow.connect(str(w.socket))
+    slow.sendall(b'{"id": 1, "method": "ping"')  # a line begun: the connection is not quiet
+    timer = threading.Timer(held, lambda: slow.sendall(b', "params": {}}\n'))
+    timer.start()
+    t0 = time.monotonic()
+    try:
+        if kind == "blocking":
+            with Client(w.socket, timeout=held + 10) as c:
+                answer = c.call("ping")
+        else:
+            async def call() -> dict:
+                c = AsyncClient(w.socket, timeout=held + 10)
+                try:
+                    return await c.call("ping")
+                finally:
+                    c.close()
+            answer = asyncio.run(call())
+    finally:
+        timer.join()
+        slow.close()
+    assert time.monotonic() - t0 >= held - 0.2  # it was refused until the slow line ended
+    assert answer["refused"]["busy"] > 0
