@@ -50,6 +50,15 @@ def started(make_worker, forge, monkeypatch):
     return w
 
 
+def alice_imports(make_worker, monkeypatch, dev):
+    """A worker whose repository `demo` alice made by importing `dev`: (worker, client, key, token)."""
+    w = started(make_worker, None, monkeypatch)
+    key = human_key("alice")
+    c = w.client().connect()
+    init_repo(c, key, "demo", import_from=str(dev))
+    return w, c, key, login(c, key)
+
+
 def submit(c, key, token, op):
     return c.call("human.submit", {"op": op, "sig": key.sign_op("demo", op)}, repo="demo", token=token)
 
@@ -133,12 +142,8 @@ def test_import_and_push_over_https(make_worker, https_forge, tmp_path, monkeypa
 def test_import_tells_leases_and_moves_sessions_trunk(make_worker, tmp_path, monkeypatch):
     """A plain path: a session holding a lease on a symbol the import changes hears of it
     (symbols_changed, in events and inbox), and its next proposal is on the new trunk."""
-    w = started(make_worker, None, monkeypatch)
     dev = git_repo(tmp_path / "dev", {"app.py": "def charge(amount):\n    return amount * 2\n\n\ndef refund(x):\n    return x\n"})
-    key = human_key("alice")
-    c = w.client().connect()
-    init_repo(c, key, "demo", import_from=str(dev))
-    token = login(c, key)
+    w, c, key, token = alice_imports(make_worker, monkeypatch, dev)
     agent = start_session(c, key, token)["token"]
     other = start_session(c, key, token, agent="agent-2")["token"]
     held = acquire(c, agent, "app.py#charge")["set"]
@@ -166,12 +171,8 @@ def test_import_tells_leases_and_moves_sessions_trunk(make_worker, tmp_path, mon
 
 
 def test_remotes_refused(make_worker, tmp_path, monkeypatch):
-    w = started(make_worker, None, monkeypatch)
     dev = git_repo(tmp_path / "dev", {"a.txt": "a\n"})
-    key = human_key("alice")
-    c = w.client().connect()
-    init_repo(c, key, "demo", import_from=str(dev))
-    token = login(c, key)
+    w, c, key, token = alice_imports(make_worker, monkeypatch, dev)
     cases = [("https://me:hunter2@example.invalid/r.git", "invalid"), ("ssh://me:hunter2@example.invalid/r.git", "invalid"),
              (str(w.home / "repos" / "demo.git"), "forbidden"), ("relative/path", "invalid"),
              ("-uhack@host:x", "invalid"), ("http://example.invalid/r.git", "invalid"),
@@ -209,12 +210,8 @@ def test_trunk_moved_outside_lonca_is_logged_not_adopted(make_worker, tmp_path, 
     """Someone moves trunk's ref in the store with git: the worker logs import.unmediated
     (refname, found, expected; refused not_adopted), keeps the commit under
     refs/lonca/unmediated/ and sets trunk back; status never shows the commit as trunk."""
-    w = started(make_worker, None, monkeypatch)
     dev = git_repo(tmp_path / "dev", {"a.txt": "a\n"})
-    key = human_key("alice")
-    c = w.client().connect()
-    init_repo(c, key, "demo", import_from=str(dev))
-    token = login(c, key)
+    w, c, key, token = alice_imports(make_worker, monkeypatch, dev)
     trunk = c.call("status", repo="demo", token=token)["trunk"]
     sneaked = commit(dev, "a.txt", "b\n", "behind Lonca's back")
     store = w.home / "repos" / "demo.git"
@@ -290,12 +287,8 @@ def test_an_import_without_a_branch_takes_main(make_worker, tmp_path, monkeypatc
     """Seed 001: import_from fetches "branch (default main)", and bridge.push pushes to main: an
     import that names no branch takes main, whatever the remote's HEAD names; a remote without
     main says to name the branch."""
-    w = started(make_worker, None, monkeypatch)
     dev = git_repo(tmp_path / "dev", {"a.txt": "a\n"})
-    key = human_key("alice")
-    c = w.client().connect()
-    init_repo(c, key, "demo", import_from=str(dev))
-    token = login(c, key)
+    w, c, key, token = alice_imports(make_worker, monkeypatch, dev)
     on_main = commit(dev, "a.txt", "b\n", "on main")
     git("checkout", "-qb", "develop", cwd=dev)  # the remote's HEAD names develop from here on
     commit(dev, "a.txt", "c\n", "on develop")

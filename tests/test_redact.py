@@ -34,6 +34,13 @@ def redact(env, blob: str, reason: str = "a secret was committed") -> dict:
     return env.submit({"op": "redact", "blob": blob, "reason": reason})
 
 
+def land(env, changes: dict) -> dict:
+    """A human's change of `changes`, submitted and integrated: the change as change.get reads it."""
+    op = prepare(env, changes)["op"]
+    env.submit(op)
+    return wait_for(env, op["change"], "integrated")
+
+
 def reads_of(env, commit: str, path: str) -> tuple:
     """What tree (with contents) and blobs serve for `path`."""
     tree = files_of(env, commit, with_content=True)[path]["content_b64"]
@@ -97,15 +104,13 @@ def test_a_redacted_blob_is_null_everywhere_and_stays_so_after_a_restart(repo_en
 def test_a_redacted_check_log_is_null_in_the_evidence(repo_env):
     env = repo_env
     env.policy('[verification]\ntests = ["python3", "-c", "%s"]\n' % LOGGING_CHECK)
-    op = prepare(env, {"NOTES.md": "# Notes\n"})["op"]
-    env.submit(op)
-    got = wait_for(env, op["change"], "integrated")
+    got = land(env, {"NOTES.md": "# Notes\n"})
     assert "the check ran" in next(e["log"] for e in got["evidence"] if e["check"] == "tests")
     entry = next(e["entry"] for e in env.log() if e["entry"]["op"]["op"] in ("change.integrate", "change.integrate_batch")
                  and e["entry"].get("evidence"))
     log_blob = next(a["log"] for a in entry["evidence"] if a["check"] == "tests")
     assert redact(env, log_blob, "the check printed a password")["decision"]["outcome"] == "allow"
-    after = env.client.call("change.get", {"change": op["change"]}, repo="demo", token=env.token)
+    after = env.client.call("change.get", {"change": got["change"]}, repo="demo", token=env.token)
     assert next(e["log"] for e in after["evidence"] if e["check"] == "tests") is None
 
 
@@ -161,9 +166,7 @@ def test_policy_cedar_and_presence_decide_redact(repo_env):
 def test_a_conflict_in_trunk_merge_does_not_send_the_redacted_trunk_side(repo_env):
     env = repo_env
     base = env.trunk
-    op = prepare(env, {"app.py": "def charge(amount):\n    return amount * 4  # SECRET\n"})["op"]
-    env.submit(op)
-    wait_for(env, op["change"], "integrated")
+    land(env, {"app.py": "def charge(amount):\n    return amount * 4  # SECRET\n"})
     trunk = env.trunk
     redact(env, files_of(env, trunk)["app.py"]["blob"])
     agent = env.agent("merger")["token"]
@@ -184,9 +187,7 @@ def test_a_symbol_merge_with_a_redacted_trunk_side_is_not_sent(repo_env):
     base = env.trunk
     app = files_of(env, base, with_content=True)["app.py"]["content_b64"]
     text = base64.b64decode(app).decode()
-    op = prepare(env, {"app.py": text.replace("amount * 2", "amount * 2  # SECRET")})["op"]
-    env.submit(op)
-    wait_for(env, op["change"], "integrated")
+    land(env, {"app.py": text.replace("amount * 2", "amount * 2  # SECRET")})
     redact(env, files_of(env, env.trunk)["app.py"]["blob"])
     agent = env.agent("merger")["token"]
     # another symbol of the same file: the symbol merge would answer trunk's charge, secret and all
@@ -236,9 +237,7 @@ def test_symbols_has_no_table_of_a_redacted_blob(repo_env):
     at trunk and at an older commit that holds it, to an agent and to a human, from the CLI too."""
     env = repo_env
     base = env.trunk
-    op = prepare(env, {"app.py": "def charge(amount):\n    return amount * 2\n\n\ndef sk_live_SECRET():\n    pass\n"})["op"]
-    env.submit(op)
-    wait_for(env, op["change"], "integrated")
+    land(env, {"app.py": "def charge(amount):\n    return amount * 2\n\n\ndef sk_live_SECRET():\n    pass\n"})
     trunk = env.trunk
     agent = env.agent("reader")["token"]
     ask = {"path": "app.py", "commit": None}
@@ -261,9 +260,7 @@ def test_facts_and_lease_answers_read_nothing_of_a_redacted_blob(repo_env):
     or told apart by a lease's warning."""
     env = repo_env
     secret = "def charge(amount):\n    return amount * 2\n\n\ndef sk_live_SECRET():\n    return helper()\n"
-    op = prepare(env, {"app.py": secret})["op"]
-    env.submit(op)
-    wait_for(env, op["change"], "integrated")
+    land(env, {"app.py": secret})
     redact(env, files_of(env, env.trunk)["app.py"]["blob"])
     agent = env.agent("writer")["token"]
     trunk = env.trunk
@@ -302,10 +299,8 @@ def test_a_conflict_with_a_redacted_trunk_side_is_logged_by_its_file(repo_env):
     the integrate entry and the agent's event."""
     env = repo_env
     base = env.trunk
-    op = prepare(env, {"app.py": "def charge(amount):\n    return amount * 4  # SECRET\n\n\nclass Client:\n"
-                                 "    def pay(self):\n        return charge(1)\n"})["op"]
-    env.submit(op)
-    wait_for(env, op["change"], "integrated")
+    land(env, {"app.py": "def charge(amount):\n    return amount * 4  # SECRET\n\n\nclass Client:\n"
+                                 "    def pay(self):\n        return charge(1)\n"})
     redact(env, files_of(env, env.trunk)["app.py"]["blob"])
     agent = env.agent("late")["token"]
     acquire(env.client, agent, "app.py#<file>")
