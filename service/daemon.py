@@ -366,7 +366,8 @@ class Daemon:
         try:
             if m is None:
                 raise LoncaError("unknown_method", f"{req['method']!r} is not a method of protocol 1")
-            if not m.writes and self.log.dirty and m.name != "ping":  # ping reads no state: it answers in an outage
+            # ping reads no state: it answers in an outage
+            if not (m.writes or m.path_scoped) and self.log.dirty and m.name != "ping":
                 await self.log.settled()  # a reader answers from durable state only
             who, repo = auth.check(m.credential, m.name, req, self.tokens, self.state, self.now_ms())
             if who is not None and who.kind == "agent" and repo:
