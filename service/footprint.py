@@ -8,15 +8,15 @@ path-scoped read sees; any other entry's footprint is None, which meets every re
 - the kinds in PATH_SCOPED (leases, proposals, heartbeats, integrations): beside the lease index,
   their reducers change the changes in flight, trunk, events and the quota counters, none of
   which a path-scoped read reads;
-- the lease sets they change are noted as they change: every add to and removal from the lease
-  index (LeaseIndex.touched) and the two changes of a set that keep its place there, a new expiry
-  and a new holder (RepoState.schedule_expiry, move_set); a refused acquire marks the sets
-  holding its items wanted, which are on the items' paths;
+- the lease sets they change are noted as they change (LeaseIndex.touch): every add to and
+  removal from the lease index, and the changes of a set that keep its place there: a new expiry,
+  a new holder (RepoState.schedule_expiry, move_set), wanted by a refused acquire;
+- the sessions whose records they change are the actor's and the one the op names (a heartbeat);
 - a human's signed entry, an entry by whose time something expires (a set, a session, a
   heartbeat's check: `_expire` may drop leases anywhere) and any entry while the repository has
   interests or reservations (`_reserve` and `_got` change them on other paths) are None."""
 from .lease_model import LeaseSet, split
-from .state import RepoState
+from .state import RepoState, State
 
 PATH_SCOPED = frozenset({"lease.acquire", "lease.release", "lease.renew", "change.propose", "observe",
                          "change.integrate", "change.integrate_batch"})
@@ -40,6 +40,17 @@ class Footprint:
         return not (self.paths.isdisjoint(paths) and self.sessions.isdisjoint(sessions))
 
 
+def apply(state: State, repo: str, entry: dict, hash_hex: str) -> Footprint | None:
+    """State.apply, and the entry's footprint."""
+    rs = state.repo(repo)
+    fp = watch(rs, entry)
+    try:
+        state.apply(repo, entry, hash_hex)
+    finally:
+        fp = taken(rs, fp)
+    return fp
+
+
 def watch(rs: RepoState | None, entry: dict) -> Footprint | None:
     """Before the entry is applied: its footprint so far, noting the lease sets it changes from
     now until `taken`; None when it may change more than paths and sessions."""
@@ -49,7 +60,6 @@ def watch(rs: RepoState | None, entry: dict) -> Footprint | None:
         return None
     fp = Footprint()
     fp.sessions.update(x for x in (entry["actor"].get("session"), op.get("session")) if x)
-    fp.paths.update(split(i["symbol"])[0] for i in op.get("items", ()))
     rs.index.touched = fp
     return fp
 

@@ -329,11 +329,7 @@ class LogWriter:
         # is signed with the key it adopts the log with (the old one is not held here)
         on = d.op["key"] if d.op["op"] == "daemon.recover" else rs.daemon_key if rs else d.op["daemon_key"]
         signer = self.keys.signer(on)
-        fp = footprint.watch(rs, entry)
-        try:
-            self.state.apply(repo, entry, hash_hex)
-        finally:
-            fp = footprint.taken(rs, fp)
+        fp = footprint.apply(self.state, repo, entry, hash_hex)
         self._applied += 1
         self._in_flight.append((self._applied, repo, fp))
         return {"repo": repo, "seq": seq, "entry": text, "hash": hash_hex}, entry, signer
