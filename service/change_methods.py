@@ -277,7 +277,7 @@ def _decide_propose(call: Call, rs: RepoState, me: str, change: str | None, base
         commit, facts, syntax, mismatches = prepared.commit, prepared.facts, prepared.syntax_errors, prepared.mismatches
         decision, details, used = decide_proposal(rs, me, change, facts, base, prepared.base_map, prepared.trunk_map,
                                                   now, mismatches, prepared.containers, prepared.nesting)
-    cid = change or new_change_id()
+    cid = change or rs.settled.mint(new_change_id())
     if change is not None:
         old = rs.change(change)
         if old is None or old.session not in rs.workspace_sessions(me):
