@@ -277,7 +277,7 @@ def _decide_propose(call: Call, rs: RepoState, me: str, change: str | None, base
         commit, facts, syntax, mismatches = prepared.commit, prepared.facts, prepared.syntax_errors, prepared.mismatches
         decision, details, used = decide_proposal(rs, me, change, facts, base, prepared.base_map, prepared.trunk_map,
                                                   now, mismatches, prepared.containers, prepared.nesting)
-    cid = change or new_change_id()
+    cid = change or rs.settled.mint(new_change_id())
     if change is not None:
         old = rs.change(change)
         if old is None or old.session not in rs.workspace_sessions(me):
@@ -300,10 +300,11 @@ def _decide_propose(call: Call, rs: RepoState, me: str, change: str | None, base
                  after_commit=[d.queue_wake] if decision["outcome"] == "allow" else [])
 
 
-@method("facts.preview", "agent")
+@method("facts.preview", "agent", path_scoped=True)
 async def preview(call: Call) -> dict:
     p = call.params
     d, rs, me = call.ctx, call.repo_state(), call.auth.session
+    since = d.log.failures  # in the loop's step that checked the credential, before any wait
     base = p["base"]
     files = check_files(p["files"])
     prepared = await prepare(call, rs, base, files, "preview", call.auth.agent, preview=True)
@@ -314,6 +315,12 @@ async def preview(call: Call) -> dict:
     missing, details, _used = lease_standing(rs, me, needs, d.now_ms(), prepared.nesting)
     free = {x["symbol"] for x in details if x["code"] == "free"}
     no_lease = sorted(facts["unparsed_files"]) if rs.policy.unparsed_files == "optimistic" else []
+    # what the answer read of the log's state: the leases on these paths, the sets there and
+    # their sessions (live or not), this session (its credential and its own sets); no other
+    # entry in flight changes the answer, so it does not wait for those
+    paths = {split(n["symbol"])[0] for n in needs} | set(touched_paths(facts))
+    sessions = {me} | {rs.sets[sid].session for path in paths for sid in rs.index.by_path.get(path, ())}
+    await d.log.settled_for(rs.name, paths, sessions, since)
     return {"facts": facts, "syntax_errors": prepared.syntax_errors, "leases": details,
             "acquire": [m for m in missing if m["symbol"] in free], "no_lease": no_lease, "advice": advice(details)}
 

@@ -366,7 +366,11 @@ class Daemon:
         try:
             if m is None:
                 raise LoncaError("unknown_method", f"{req['method']!r} is not a method of protocol 1")
-            if not m.writes and self.log.dirty and m.name != "ping":  # ping reads no state: it answers in an outage
+            if m.path_scoped:   # it waits itself for what it reads (LogWriter.settled_for)
+                if self.log.broken:     # but the state holds entries the replay will undo
+                    raise self.log.down()
+            # ping reads no state: it answers in an outage
+            elif not m.writes and self.log.dirty and m.name != "ping":
                 await self.log.settled()  # a reader answers from durable state only
             who, repo = auth.check(m.credential, m.name, req, self.tokens, self.state, self.now_ms())
             if who is not None and who.kind == "agent" and repo:

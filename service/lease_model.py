@@ -9,6 +9,10 @@ is given (id -> container id, from the symbol tables: symbols/facts.py) `A` cove
 `A.b` is nested in `A` there; an id the nesting does not know is read from its text, which covers
 more, never less. Code names hold no dots: their ids are in no nesting, at the cost of one lookup."""
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .footprint import Footprint
 
 FILE = "<file>"
 KINDS = ("edit", "insert", "rename", "shared")
@@ -124,9 +128,17 @@ class LeaseIndex:
     def __init__(self):
         self.by_path: dict[str, dict[str, tuple[tuple[int, str | None], ...]]] = {}
         self._sets: dict[str, LeaseSet] = {}
+        # while the log's writer applies an entry: what it changes (service/footprint.py)
+        self.touched: "Footprint | None" = None
+
+    def touch(self, s: LeaseSet) -> None:
+        """The set changed (indexed or not): noted in the footprint of the entry being applied."""
+        if self.touched is not None:
+            self.touched.note(s)
 
     def add(self, s: LeaseSet) -> None:
         """(Re-)index the set's items and pinned items; adding a set twice is the same as once."""
+        self.touch(s)
         per_path: dict[str, list[tuple[int, str | None]]] = {}
         for change, items in [(None, s.items), *s.pinned.items()]:
             for pos, item in enumerate(items):
@@ -136,6 +148,7 @@ class LeaseIndex:
         self._sets[s.id] = s
 
     def remove(self, s: LeaseSet) -> None:
+        self.touch(s)
         for path in {split(i["symbol"])[0] for i in s.items + [i for its in s.pinned.values() for i in its]}:
             sets = self.by_path.get(path)
             if sets is not None:

@@ -31,7 +31,7 @@ from lonca.canonical import canonical_text, sha256_hex
 from lonca.database_errors import db_cause
 from lonca.protocol import LOG_FORMAT, ZERO_HASH, LoncaError
 
-from . import settled_store
+from . import footprint, settled_store
 from .daemonkey import DaemonKeys
 from .state import State
 from .supervision import supervise
@@ -106,6 +106,9 @@ class LogWriter:
         # later: readers wait for what was applied when they came (never a dirty read).
         self._applied = 0
         self._durable = 0
+        # (applied count, repo, footprint) of each entry applied and not yet durable (settled_for)
+        self._in_flight: list[tuple[int, str, footprint.Footprint | None]] = []
+        self.failures = 0   # commits failed so far: a read that began before one refuses its answer
         self.durable_next: dict[str, int] = {}  # repo -> the seq after its last durable entry
         self._db = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lonca-log")
         self._witness_lock = threading.Lock()
@@ -177,6 +180,22 @@ class LogWriter:
         if self._durable < target:
             raise self.down()
 
+    async def settled_for(self, repo: str, paths: set[str], sessions: set[str], since: int) -> None:
+        """Until every entry in flight that changed `paths` or `sessions` of `repo` (or may have
+        changed more: service/footprint.py) is durable. Called by a read after the last of its
+        reads of the state, which must be of nothing else of the state, with `since` the
+        `failures` when it began (before its credential was checked): `down` when a commit failed
+        since, as the answer may show an entry it lost. Entries in flight on other paths are not
+        waited for: under load some batch always is (docs/decisions.md, "A preview waits only for
+        the entries in flight on its paths")."""
+        target = max((i for i, r, fp in self._in_flight if r == repo and (fp is None or fp.meets(paths, sessions))),
+                     default=0)
+        if self._durable < target:
+            async with self._appended:
+                await self._appended.wait_for(lambda: self._durable >= target or self.broken)
+        if self.broken or self.failures != since:
+            raise self.down(self.broken or "a batch of entries was not committed")
+
     async def _run(self) -> None:
         while True:
             await self._wake.wait()
@@ -231,6 +250,7 @@ class LogWriter:
             await loop.run_in_executor(self._db, self._commit, entries, signers, rows, settled)
         except Exception as e:
             self.broken = db_cause(e)
+            self.failures += 1
             log.error("committing %d log entries to %s failed", len(entries), self.db_name, exc_info=True)
             for fut, *_ in answers:
                 if not fut.done():
@@ -246,6 +266,7 @@ class LogWriter:
         for rs in touched:
             rs.settled.written((c, seq) for name, c, seq, _ in settled if name == rs.name)
         self._durable = self._applied
+        self._in_flight.clear()     # a batch is decided only once the one before it committed
         for e in entries:
             self.durable_next[e["repo"]] = max(self.durable_next.get(e["repo"], 1), e["seq"] + 1)
         for fut, answer, draft, seq in answers:
@@ -287,6 +308,7 @@ class LogWriter:
                 wait = min(wait * 2, longest)
         self.durable_next = {name: rs.next_seq for name, rs in self.state.repos.items()}
         self._durable = self._applied
+        self._in_flight.clear()
         log.warning("the logs were replayed from %s: the worker writes again", self.db_name)
         self.broken = None
         async with self._appended:
@@ -307,8 +329,9 @@ class LogWriter:
         # is signed with the key it adopts the log with (the old one is not held here)
         on = d.op["key"] if d.op["op"] == "daemon.recover" else rs.daemon_key if rs else d.op["daemon_key"]
         signer = self.keys.signer(on)
-        self.state.apply(repo, entry, hash_hex)
+        fp = footprint.apply(self.state, repo, entry, hash_hex)
         self._applied += 1
+        self._in_flight.append((self._applied, repo, fp))
         return {"repo": repo, "seq": seq, "entry": text, "hash": hash_hex}, entry, signer
 
     def _commit(self, entries: list[dict], signers: list[Ed25519PrivateKey], rows: list[SQLModel],

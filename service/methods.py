@@ -38,15 +38,19 @@ class Method:
     # it appends to the log: its decision runs in the writer, in order, and it answers after the
     # commit; every other method answers from durable state only (Daemon.handle)
     writes: bool = False
+    # a read of some paths' leases: it waits itself, after its last read of the state, for the
+    # entries in flight on them only (LogWriter.settled_for), not for every entry in flight first
+    path_scoped: bool = False
 
 
 METHODS: dict[str, Method] = {}
 
 
-def method(name: str, credential: str, writes: bool = False):
+def method(name: str, credential: str, writes: bool = False, path_scoped: bool = False):
     assert credential in CREDENTIALS, credential
+    assert not (writes and path_scoped), name
 
     def register(fn):
-        METHODS[name] = Method(name, credential, fn, writes)
+        METHODS[name] = Method(name, credential, fn, writes, path_scoped)
         return fn
     return register

@@ -266,6 +266,7 @@ def _apply_acquire(st: State, rs: RepoState, entry: dict, op: dict, outcome: str
         if not any(r.startswith("policy_") for r in entry["decision"]["reasons"]):
             for s, _held, _want, _pinned in rs.holders(op["items"], me, t):
                 s.wanted_ms = t
+                rs.index.touch(s)
         return
     existing = rs.sets.get(op["set"])
     if existing:

@@ -190,6 +190,7 @@ class RepoState:
 
     def schedule_expiry(self, s: LeaseSet) -> None:
         """After a new `expires_ms`: the entry that finds the set run out drops it."""
+        self.index.touch(s)
         heapq.heappush(self._expiries, (s.expires_ms, "set", s.id))
 
     def drop_set(self, s: LeaseSet, keep_pinned: bool = True) -> None:
@@ -205,10 +206,12 @@ class RepoState:
             ids.discard(s.id)
 
     def move_set(self, s: LeaseSet, to_session: str) -> None:
+        self.index.touch(s)     # the session it leaves
         ids = self.sets_by_session.get(s.session)
         if ids:
             ids.discard(s.id)
         s.session = to_session
+        self.index.touch(s)     # and the one it joins
         self.sets_by_session.setdefault(to_session, set()).add(s.id)
 
     def unpin(self, change: str) -> None:

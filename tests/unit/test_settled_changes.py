@@ -95,3 +95,31 @@ def test_a_replay_from_any_checkpoint_reads_the_table_as_it_was(engine):
             resumed.apply(c.repo, entry, h)
         assert canonical(checkpoint.dump(resumed, resumed.repo("demo"))) == want, cut
     assert whole.repo("demo").change(cid(0)).version == 2
+
+
+def test_a_new_change_minted_by_its_decision_reads_no_table_when_applied(engine):
+    """A proposal of a new change (the worker made its id: SettledChanges.mint) is applied without
+    a query: its reducer's lookup of an older version read the table for every proposal, on the
+    event loop. A change whose id was not minted is still looked up there, and the minted id is
+    looked up only once without it."""
+    from sqlalchemy import event
+    queries: list[str] = []
+    event.listen(engine, "before_cursor_execute", lambda conn, cur, sql, *a: queries.append(sql))
+    c = Chain()
+    c.start("s1")
+    st = replay_writing(c, State(settled_reader=settled_store.TableReader(engine)), engine)
+    rs = st.repo("demo")
+
+    def propose(change: str) -> None:
+        c.add({"op": "change.propose", "change": change, "commit": "c" * 40, "base": "a" * 40,
+               "claim": {"intent": "add"}}, actor=agent("s1"), facts=FACTS)
+        st.apply(c.repo, *c.rows[-1][:2])
+    queries.clear()
+    propose(rs.settled.mint(cid(1)))
+    assert queries == [] and rs.changes[cid(1)].version == 1
+    propose(cid(2))                 # not minted: the table is asked for an older version
+    assert [q for q in queries if "settled_changes" in q]
+    queries.clear()
+    rs.settled.mint(cid(3))
+    assert rs.change(cid(3)) is None and queries == []
+    assert rs.change(cid(3)) is None and queries      # once: then the table answers for it
