@@ -20,7 +20,8 @@ Verifying (checks.py, checkout.py, verification.py)
   most 32 KiB, `log_truncated`, `error`).
 - `checkout_tree(repo, tree, dest)`: a tree as plain files; `KeptCheckout(root).update(repo, tree)`:
   a runner slot's checkout kept between checks, brought to each tree by writing what differs
-  (and undoing what the last check changed).
+  (and undoing what the last check changed); `slot_folder()` names its folder for this process,
+  `sweep_slots()` removes those of processes that no longer run.
 - `CheckSpec(name, argv, timeout_s, env_names, max_bytes, attempts)`,
   `verify_tree(repo, tree, specs, kept=None) -> [CheckResult]` (one checkout, in order, retries, stop at
   the first check that does not pass), `reasons(results, owed)` -> verification_failed:<check>,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 from pathlib import Path
 
 import pygit2
@@ -47,6 +48,50 @@ def _write(repo: pygit2.Repository, tree: pygit2.Tree, folder: Path) -> int:
                 target.chmod(0o755)
             count += 1
     return count
+
+
+SLOT_PREFIX = "lonca-slot-"
+
+
+def slot_folder() -> Path:
+    """A new folder in the temp dir for a runner slot's kept checkout, named for this process:
+    `lonca-slot-<pid>-<random>`, so that a later worker can tell whose it was (sweep_slots)."""
+    return Path(tempfile.mkdtemp(prefix=f"{SLOT_PREFIX}{os.getpid()}-"))
+
+
+def sweep_slots(tmp: Path | None = None) -> list[Path]:
+    """Remove the slot folders that a process killed without its shutdown (SIGKILL, a crash)
+    left in the temp dir: those named for a pid no process holds now, and owned by this user
+    (a folder of another user's worker, or of a live worker, is never touched; a pid reused by
+    an unrelated process keeps its folder until that one ends too). Returns what was removed."""
+    root = Path(tmp or tempfile.gettempdir())
+    removed: list[Path] = []
+    try:
+        entries = list(os.scandir(root))
+    except OSError:
+        return removed
+    for e in entries:
+        pid = e.name[len(SLOT_PREFIX):].split("-", 1)[0]
+        if not e.name.startswith(SLOT_PREFIX) or not pid.isdigit() or _alive(int(pid)):
+            continue
+        try:
+            if not e.is_dir(follow_symlinks=False) or e.stat(follow_symlinks=False).st_uid != os.getuid():
+                continue
+        except OSError:
+            continue
+        shutil.rmtree(e.path, ignore_errors=True)
+        removed.append(Path(e.path))
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:     # another user's process
+        return True
+    return True
 
 
 def _signature(st: os.stat_result) -> tuple[int, ...]:

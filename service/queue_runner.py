@@ -11,17 +11,15 @@ seconds, not after the check's time limit."""
 import asyncio
 import logging
 import shutil
-import tempfile
 import threading
 from dataclasses import dataclass
-from pathlib import Path
 
 import pygit2
 
 from lonca.protocol import LoncaError
 from lonca.queue import (CheckSpec, Footprint, QueuedChange, Verdict, ahead, attestations, clear_of, footprint, reasons,
                          run_lanes, verify_tree)
-from lonca.queue.checkout import KeptCheckout
+from lonca.queue.checkout import KeptCheckout, slot_folder, sweep_slots
 from lonca.queue.checks import kill_running
 from lonca.queue.slots import Slots
 
@@ -57,6 +55,8 @@ class QueueRunner:
         self._kept: dict[tuple[str, int], KeptCheckout] = {}   # (repo, slot) -> its checkout
 
     def start(self, on_fatal) -> None:
+        for gone in sweep_slots():     # left by a worker killed before its stop
+            log.info("removed %s, a kept checkout of a worker that no longer runs", gone)
         self._task = supervise("merge queue", self._run(), on_fatal)
 
     async def stop(self) -> None:
@@ -260,7 +260,7 @@ class QueueRunner:
         """The checkout a runner slot keeps between checks (a check holds its slot while it runs)."""
         kept = self._kept.get((repo, slot))
         if kept is None:
-            kept = self._kept[(repo, slot)] = KeptCheckout(Path(tempfile.mkdtemp(prefix="lonca-slot-")) / "tree")
+            kept = self._kept[(repo, slot)] = KeptCheckout(slot_folder() / "tree")
         return kept
 
     @staticmethod

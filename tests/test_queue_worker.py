@@ -119,3 +119,33 @@ def test_quota_of_the_day(env):
     assert env.status()["verification_day_ms"] >= 1000
     second = propose(c, a, env.status()["trunk"], {"app.py": APP.replace("amount * 2", "amount * 5")})
     assert second["decision"]["outcome"] == "deny" and "verification_quota:day" in second["decision"]["reasons"]
+
+
+def test_a_worker_killed_leaves_no_kept_checkout_to_the_next(env, tmp_path):
+    """Kept checkouts are removed by the worker's stop; one killed with SIGKILL never stops, so
+    the next worker removes the folders named for a pid that no longer runs, and only those."""
+    env.policy('[verification]\ntests = ["python3", "-c", "%s"]\n' % CHECK.format(delay=3).replace('"', '\\"'))
+    tmp = tmp_path / "tmpdir"
+    tmp.mkdir()
+    live = tmp / f"lonca-slot-{os.getpid()}-live"     # this test's own pid: a live process's folder
+    (live / "tree").mkdir(parents=True)
+    env.w.stop()
+    env.w.env["TMPDIR"] = str(tmp)
+    env.w.start()
+    c = env.w.client().connect()
+    a = env.agent()["token"]
+    acquire(c, a, "app.py#charge")
+    propose(c, a, env.status()["trunk"], {"app.py": APP.replace("amount * 2", "amount * 9")})
+    killed = env.w.proc.pid
+    deadline = time.monotonic() + 20
+    while not list(tmp.glob(f"lonca-slot-{killed}-*/tree/app.py")) and time.monotonic() < deadline:
+        time.sleep(0.1)     # the check is running in the slot's checkout
+    left = list(tmp.glob(f"lonca-slot-{killed}-*"))
+    assert left, "the worker kept no checkout named for its pid"
+    os.kill(killed, signal.SIGKILL)
+    env.w.proc.wait()
+    c.close()
+    assert all(p.exists() for p in left)
+    env.w.start()
+    assert not any(p.exists() for p in left)
+    assert (live / "tree").is_dir()
