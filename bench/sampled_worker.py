@@ -146,9 +146,10 @@ def referrers(sites: list[str], per_site: int = 2, depth: int = 8) -> list[dict]
     gc.unfreeze()   # get_objects and get_referrers see no frozen object
     try:
         found: dict[str, list] = {site: [] for site in sites}
+        objects_full = [None] * per_site    # a site not asked about counts as full
         for o in gc.get_objects():
             tb = tracemalloc.get_object_traceback(o)
-            if tb is not None and len(found.get(key := _site(tb[-1]), ())) < per_site:
+            if tb is not None and len(found.get(key := _site(tb[-1]), objects_full)) < per_site:
                 found[key].append(o)
         out = []
         for site, objects in found.items():
