@@ -11,7 +11,8 @@ tracemalloc runs from the start (the worker runs about 3x slower) and each line 
 allocation sites that grew most since the line before (an object allocated before tracing
 started would be invisible when freed, so tracing starts with the worker); with
 BENCH_SAMPLE_PROBE_S, once past that many seconds, the chain of referrers of a few objects of each
-site that grew, which names what keeps them."""
+site that grew (or of the sites BENCH_SAMPLE_PROBE_SITES lists, "service/paths.py:187,..."), which
+names what keeps them."""
 import asyncio
 import collections
 import ctypes
@@ -212,7 +213,8 @@ class Sampler:
                                              "traceback": [_site(f) for f in s.traceback]} for s in stats[:25]]
                     if PROBE_S and t >= PROBE_S and not self.probed:
                         self.probed = True
-                        line["held_by"] = referrers([s["traceback"][-1] for s in line["traced_sites"] if s["kb"] > 0][:8])
+                        named = [x for x in os.environ.get("BENCH_SAMPLE_PROBE_SITES", "").split(",") if x]
+                        line["held_by"] = referrers(named or [s["traceback"][-1] for s in line["traced_sites"] if s["kb"] > 0][:8])
                 self.snapshot = snap
             with open(OUT, "a") as f:
                 f.write(json.dumps(line) + "\n")
