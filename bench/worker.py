@@ -32,6 +32,8 @@ class BenchWorker:
         self.socket = self.tmp / "home" / "lonca.sock"
         self.output = output
         self.command = ["-m", "lonca", "daemon"]
+        if os.environ.get("BENCH_SAMPLE_OUT"):  # its memory sampled (bench/sampled_worker.py)
+            self.command = ["-m", "bench.sampled_worker"]
         self.profile = profile
         if profile is not None:
             self.command = ["-m", "bench.profiled_worker"]

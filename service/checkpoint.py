@@ -56,7 +56,7 @@ def dump(st: State, rs: RepoState) -> dict:
         "events": rs.events,
         "live_sessions": list(rs.live_sessions), "gone_sessions": list(rs.gone_sessions),
         "done_changes": list(rs.settled.done), "recent": [_record(c) for c in rs.settled.recent.values()],
-        "expiries": rs._expiries, "beat_due": rs.beat_due,
+        "expiries": rs.expiries(), "beat_due": rs.beat_due,
         # the worker's, not the repository's: kept in each checkpoint, merged on load (a nonce
         # spent or a sign count seen in any repository stays so)
         "nonces": st.nonces, "sign_counts": st.sign_counts,

@@ -15,6 +15,7 @@ from .policy import DEFAULT, Policy
 from .settled import STATUS_WINDOW, Reader, SettledChanges
 
 EVENTS_KEPT = 1000  # the events a session can still read (`events`, `inbox`): its latest this many
+EXPIRIES_MIN = 256  # the expiry heap is pruned past twice this many items, or twice what it kept last time
 SETTLED_FACTS = ("signature_changes",)  # what a change out of the queue keeps of its facts (Policy.runs)
 
 @dataclass
@@ -136,6 +137,7 @@ class RepoState:
     gone_sessions: deque = field(default_factory=lambda: deque(maxlen=STATUS_WINDOW))  # latest over, oldest first
     settled: SettledChanges = field(default_factory=lambda: SettledChanges("", None))  # out of the queue for good
     _expiries: list[tuple[int, str, str]] = field(default_factory=list)  # (when, "set"|"beat"|"session", id)
+    _expiries_pruned: int = EXPIRIES_MIN  # the heap's length after it was last pruned (schedule_expiry)
     beat_due: dict[str, int] = field(default_factory=dict)  # session -> when its heartbeat is checked next
 
     def change(self, change: str, before_seq: int | None = None) -> ChangeRec | None:
@@ -189,9 +191,25 @@ class RepoState:
         self.schedule_expiry(s)
 
     def schedule_expiry(self, s: LeaseSet) -> None:
-        """After a new `expires_ms`: the entry that finds the set run out drops it."""
+        """After a new `expires_ms`: the entry that finds the set run out drops it. A set released
+        or renewed leaves its item in the heap until its time comes (a lease's TTL, 10 minutes in
+        the soak bench: one item per lease.acquire, 0.2 KB each, what the heap grew by); so
+        when the heap has doubled since it was last pruned, the items that can no longer do
+        anything go (`expiries`)."""
         self.index.touch(s)
         heapq.heappush(self._expiries, (s.expires_ms, "set", s.id))
+        if len(self._expiries) > 2 * self._expiries_pruned:
+            self._expiries = self.expiries()
+            self._expiries_pruned = max(EXPIRIES_MIN, len(self._expiries))
+
+    def expiries(self) -> list[tuple[int, str, str]]:
+        """The expiry heap without the items of sets gone or given another time (a later item
+        stands for them), sorted (a heap): what a checkpoint holds, whatever was pruned when.
+        Such an item does nothing when it comes due (_expire): the set is not there, or it has
+        no items, or its own item runs it out at the same entry or an earlier one."""
+        sets = self.sets
+        return sorted(x for x in self._expiries
+                      if x[1] != "set" or ((s := sets.get(x[2])) is not None and s.expires_ms == x[0]))
 
     def drop_set(self, s: LeaseSet, keep_pinned: bool = True) -> None:
         """The set ends; what is pinned to a change in flight stays until the change leaves."""

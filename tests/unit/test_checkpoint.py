@@ -83,3 +83,26 @@ def test_a_checkpoint_that_does_not_match_is_not_used():
     torn = row.model_copy(update={"state": row.state[:-1]})
     assert checkpoint.usable(torn, at) is None
     assert checkpoint.usable(row.model_copy(update={"format": checkpoint.FORMAT + 1}), at) is None
+
+
+def test_a_pruned_expiry_heap_resumes_to_the_same_state():
+    """The expiry heap is pruned when it doubles (RepoState.schedule_expiry), so a state resumed
+    from a checkpoint prunes at other entries than one replayed whole: the checkpoint holds the
+    items that can still run out, sorted, which both agree on."""
+    c = Chain()
+    c.start("s1")
+    for i in range(300):  # held all along: a pruned heap keeps more than it starts with
+        c.acquire("s1", f"H{i}", [f"h{i}.py#g"], ttl_ms=600_000)
+    for i in range(700):
+        c.acquire("s1", f"L{i}", ["a.py#f"], ttl_ms=600_000)
+        c.release("s1", f"L{i}")
+        c.clock.step(10)
+    whole = replay(c)
+    want = canonical(checkpoint.dump(whole, whole.repo("demo")))
+    for cut in range(300, len(c.rows), 97):
+        head = _replay_prefix(c, cut)
+        resumed = State()
+        checkpoint.load(resumed, checkpoint.usable(checkpoint.row(checkpoint.snapshot(head, head.repo("demo"))),
+                                                   c.rows[cut - 1][1]))
+        replay(c, resumed, start=cut + 1)
+        assert canonical(checkpoint.dump(resumed, resumed.repo("demo"))) == want, cut

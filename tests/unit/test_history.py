@@ -5,7 +5,7 @@ import json
 from entries import Chain, agent, replay
 
 from lonca.service.event_methods import session_events
-from lonca.service.state import EVENTS_KEPT, STATUS_WINDOW
+from lonca.service.state import EVENTS_KEPT, EXPIRIES_MIN, STATUS_WINDOW
 from lonca.service.status_parts import StatusParts
 
 
@@ -84,3 +84,40 @@ def test_a_change_out_of_the_queue_keeps_only_what_status_reads():
     assert done.status["status"] == "integrated" and done.claim is None
     assert done.facts == {"signature_changes": ["a.py#f"]} and done.paths == ["a.py"]
     assert queued.claim == {"intent": "edit", "edits": ["a.py#f"]} and queued.facts == facts
+
+
+def test_the_expiry_heap_keeps_what_can_still_run_out():
+    """A set released (or renewed) long before its TTL leaves no item behind for long: one
+    lease.acquire after another on a 10-minute TTL kept one heap item each until it came due."""
+    c = Chain()
+    c.start("s1")
+    c.acquire("s1", "held", ["b.py#g"], ttl_ms=600_000)
+    for i in range(3_000):
+        c.acquire("s1", f"L{i}", ["a.py#f"], ttl_ms=600_000)
+        c.release("s1", f"L{i}")
+        c.clock.step(10)
+    rs = replay(c).repo("demo")
+    assert len(rs._expiries) <= 2 * EXPIRIES_MIN
+    assert [x for x in rs.expiries() if x[1] == "set"] == [(rs.sets["held"].expires_ms, "set", "held")]
+    c.clock.step(600_000)
+    c.beat("s1")  # the held set runs out all the same
+    assert "held" not in replay(c).repo("demo").sets
+
+
+def test_a_set_renewed_runs_out_at_its_last_time():
+    c = Chain()
+    c.start("s1")
+    c.acquire("s1", "L1", ["a.py#f"], ttl_ms=600_000)
+    for _ in range(2 * EXPIRIES_MIN + 10):  # a renewal a step: the heap is pruned on the way
+        c.add({"op": "lease.renew", "set": "L1", "ttl_ms": 600_000}, actor=agent("s1"))
+        c.clock.step(100)
+    c.add({"op": "lease.renew", "set": "L1", "ttl_ms": 1_000}, actor=agent("s1"))
+    c.clock.step(100)
+    rs = replay(c).repo("demo")
+    assert len(rs._expiries) <= 2 * EXPIRIES_MIN and "L1" in rs.sets
+    c.clock.step(850)  # 950 ms after the last renewal, of 1,000
+    c.beat("s1")
+    assert "L1" in replay(c).repo("demo").sets
+    c.clock.step(100)
+    c.beat("s1")
+    assert "L1" not in replay(c).repo("demo").sets
