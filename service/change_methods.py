@@ -142,7 +142,11 @@ async def prepare(call: Call, rs: RepoState, base: str, files: list[dict], messa
         mismatches = compare_claim(claim, facts) if claim is not None else []
         return Prepared(commit, facts_json(facts), list(facts.syntax_errors), mismatches, base_map,
                         {} if preview else d.tree_maps.get(store, trunk), facts.containers, facts.nesting)
-    prepared = await on_store(call, work)
+    if preview:     # a thread at once: a preview is quick, and its agent waits for it
+        prepared = await on_store(call, work)
+    else:
+        async with d.builds:    # the pool's other threads stay for previews and reads
+            prepared = await on_store(call, work)
     if prepared is not None:
         d.warmer.ask(rs.name, rs.trunk)    # the next proposal on trunk is quicker
     return prepared
