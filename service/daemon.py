@@ -47,7 +47,7 @@ log = logging.getLogger("lonca.daemon")
 REPLAY_PAGE = 5000
 STOP_S = 10.0  # a graceful stop is bounded: what is still running after this is abandoned
 SWITCH_S = 0.001  # the GIL switch interval the worker runs with (serve says why)
-# proposal builds run at once on the default thread pool: each more thread running Python makes
+# proposal builds that run at once on the default thread pool: each more thread running Python makes
 # the loop's every take-back of the GIL longer, on two cores with one GIL it adds little
 # (docs/decisions.md, "At most two proposal builds at once")
 BUILDS_AT_ONCE = 2
