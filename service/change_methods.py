@@ -142,7 +142,11 @@ async def prepare(call: Call, rs: RepoState, base: str, files: list[dict], messa
         mismatches = compare_claim(claim, facts) if claim is not None else []
         return Prepared(commit, facts_json(facts), list(facts.syntax_errors), mismatches, base_map,
                         {} if preview else d.tree_maps.get(store, trunk), facts.containers, facts.nesting)
-    prepared = await on_store(call, work)
+    if preview:     # a thread at once: a preview is quick, and its agent waits for it
+        prepared = await on_store(call, work)
+    else:
+        async with d.builds:    # the pool's other threads stay for previews and reads
+            prepared = await on_store(call, work)
     if prepared is not None:
         d.warmer.ask(rs.name, rs.trunk)    # the next proposal on trunk is quicker
     return prepared
@@ -407,13 +411,17 @@ def evidence_of(store: pygit2.Repository, attempts: list[dict], redacted: frozen
 @method("change.get", "read")
 async def get(call: Call) -> dict:
     p = call.params
-    rs = call.repo_state()
+    d, rs = call.ctx, call.repo_state()
+    since = d.log.failures  # in the loop's step that checked the credential, before any wait
     rec = await find_change(rs, p["change"])
     if rec is None:
         raise LoncaError("not_found", f"no change {p['change']}")
     # read on the loop: an integration (a check before the decision) replaces them
     attestations, before, redacted = list(rec.evidence), list(rec.review_evidence), frozenset(rs.redacted)
     out = change_json(rs, rec, *await claim_and_facts(call, rec))
+    # the record was read after awaits (find_change's table read, the proposal's entry): an
+    # entry applied meanwhile may be in it, shown only once it is durable
+    await d.log.settled(since)
     out["evidence"], out["review_evidence"] = await on_store(
         call, lambda store: ([evidence_of(store, g, redacted) for g in _by_check(attestations)],
                              [evidence_of(store, g, redacted) for g in _by_check(before)]))
@@ -437,13 +445,15 @@ async def resolve(call: Call) -> dict:
 @method("change.diff", "read")
 async def diff(call: Call) -> dict:
     p = call.params
-    rs = call.repo_state()
+    d, rs = call.ctx, call.repo_state()
+    since = d.log.failures  # in the loop's step that checked the credential, before any wait
     rec = await find_change(rs, p["change"])
     if rec is None:
         raise LoncaError("not_found", f"no change {p['change']}")
 
     _claim, f = await claim_and_facts(call, rec)
     redacted = frozenset(rs.redacted)  # read on the loop: a redact may land while the diff is made
+    await d.log.settled(since)  # the last read of the state was after awaits (change.get says why)
 
     def work(store: pygit2.Repository):  # rec's base, commit and facts never change once proposed
         patch = store.diff(store.get(rec.base).tree, store.get(rec.commit).tree, context_lines=3)

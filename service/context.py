@@ -1,6 +1,7 @@
 """What a method may use of the worker: its state, its log, its clock and its stores, and no more.
 Methods get `call.ctx`, never the Daemon, so a method cannot reach the worker's start, stop,
 replay or background tasks (docs/decisions.md, "Methods see a Context, not the Daemon")."""
+import asyncio
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
@@ -53,3 +54,4 @@ class Context:
     agent_uids: dict[str, set[int]]                 # repo -> the users agents' requests came from (memory only)
     status_parts: StatusParts                       # status's lists of history, encoded once an entry
     running: RunningChecks                          # what the merge queue verifies now (queue.running)
+    builds: asyncio.Semaphore                       # proposal builds at once (daemon.BUILDS_AT_ONCE)

@@ -47,6 +47,10 @@ log = logging.getLogger("lonca.daemon")
 REPLAY_PAGE = 5000
 STOP_S = 10.0  # a graceful stop is bounded: what is still running after this is abandoned
 SWITCH_S = 0.001  # the GIL switch interval the worker runs with (serve says why)
+# proposal builds that run at once on the default thread pool: each more thread running Python makes
+# the loop's every take-back of the GIL longer, on two cores with one GIL it adds little
+# (docs/decisions.md, "At most two proposal builds at once")
+BUILDS_AT_ONCE = 2
 SWEEP_TURN = 256  # tokens the sweep looks at between turns of the loop
 
 
@@ -71,6 +75,7 @@ class Daemon:
         self.started_ms = self.now_ms()
         self.verifying: set[str] = set()  # changes whose checks are running
         self.running = RunningChecks(self.now_ms)  # and what they print so far (queue.running)
+        self.builds = asyncio.Semaphore(BUILDS_AT_ONCE)
         self._checkpointed: dict[str, int] = {}  # repo -> seq of its last checkpoint
         self.queue = QueueRunner(self)
         self.server = SocketServer(config.socket, config.limits, self.handle, config.allowed_uids, config.socket_group)
@@ -126,7 +131,8 @@ class Daemon:
                            told=self.told, verifying=self.verifying, queue_wake=self.queue_wake, engine=self.engine,
                            db_write=self.db_write, db_get=self.db_get, keys=self.keys,
                            hooks=self.hooks, started_ms=self.started_ms, agent_uids=self.agent_uids,
-                           status_parts=StatusParts(self.hooks), running=self.running)
+                           status_parts=StatusParts(self.hooks), running=self.running,
+                           builds=self.builds)
         heap.freeze()   # the modules and the replayed state last as long as the worker
         await self.server.start()
         self._sweeper = supervise("sweeper", self._sweep(), self._fatal)

@@ -169,16 +169,20 @@ class LogWriter:
     def dirty(self) -> bool:
         return self._durable < self._applied
 
-    async def settled(self) -> None:
+    async def settled(self, since: int | None = None) -> None:
         """Until every entry applied so far is durable (at most the batch being committed);
-        `down` when that batch failed and the state is not the log's yet."""
+        `down` when that batch failed and the state is not the log's yet. A read that reads the
+        state again after an await calls it after its last read, with `since` the `failures`
+        when it began: `down` too when a commit failed since, as a replay may have come between
+        and the answer may show an entry it lost (settled_for says the same for a path's reads)."""
         target = self._applied
-        if self._durable >= target:
-            return
-        async with self._appended:
-            await self._appended.wait_for(lambda: self._durable >= target or self.broken)
         if self._durable < target:
-            raise self.down()
+            async with self._appended:
+                await self._appended.wait_for(lambda: self._durable >= target or self.broken)
+            if self._durable < target:
+                raise self.down()
+        if since is not None and self.failures != since:
+            raise self.down(self.broken or "a batch of entries was not committed")
 
     async def settled_for(self, repo: str, paths: set[str], sessions: set[str], since: int) -> None:
         """Until every entry in flight that changed `paths` or `sessions` of `repo` (or may have

@@ -118,7 +118,8 @@ async def on_store(call: Call, fn: Callable[..., T], *args) -> T:
 async def find_change(rs: RepoState, change: str) -> ChangeRec | None:
     """A change in flight, or as it settled (service/settled.py): its table read on a thread, and
     what it answers kept for the decision and the reducer that follow (SettledChanges.recall), so
-    they need not read it on the event loop."""
+    they need not read it on the event loop. It reads the state after an await: a read that
+    answers from what it returns waits after its last read (LogWriter.settled with `since`)."""
     rec = rs.changes.get(change) or rs.settled.held(change)
     reader = rs.settled.reader
     if rec is None and reader is not None:
