@@ -116,5 +116,8 @@ def _stop(*_) -> None:
 
 if __name__ == "__main__":
     signal.signal(signal.SIGUSR1, _start)
-    signal.signal(signal.SIGUSR2, _stop)
+    # the stop runs as a callback of the loop, not wherever the signal lands: landing inside the
+    # lag probe's Event.set (its lock held), it joined the probe's thread, which waits for that
+    # lock, and hung the worker's stop (2 bench runs in 65)
+    signal.signal(signal.SIGUSR2, lambda *_: asyncio.get_running_loop().call_soon_threadsafe(_stop))
     sys.exit(cmd_daemon(build_parser().parse_args(["daemon"])))   # as `lonca daemon` with no options
