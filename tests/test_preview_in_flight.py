@@ -2,6 +2,7 @@
 entry in flight on its own paths that then fails to commit (docs/decisions.md, "A preview waits
 only for the entries in flight on its paths"). The commit is held by a real SQLite lock past the
 worker's busy timeout (5 s), then fails."""
+import contextlib
 import sqlite3
 import threading
 import time
@@ -14,9 +15,12 @@ from lonca.protocol import LoncaError
 CHARGE = "def charge(amount):\n    return amount * 3\n\n\nclass Client:\n    def pay(self):\n        return charge(1)\n"
 
 
-def _held_commit(env, token: str, symbol: str) -> tuple[threading.Thread, list, sqlite3.Connection]:
+@contextlib.contextmanager
+def held_commit(env, token: str, symbol: str):
     """`symbol` acquired by `token`'s session while the database's write lock is held: its entry
-    is applied at once, its commit waits for the lock and fails at the busy timeout."""
+    is applied at once, its commit waits for the lock and fails at the busy timeout. Yields
+    (the acquiring thread, [its answer or error code, seconds it took] once it ends); on leaving,
+    the acquire has ended and the lock is let go."""
     blocker = sqlite3.connect(env.w.home / "lonca.db", timeout=1)
     blocker.execute("BEGIN IMMEDIATE")
     out: list = []
@@ -33,7 +37,12 @@ def _held_commit(env, token: str, symbol: str) -> tuple[threading.Thread, list, 
     th = threading.Thread(target=take)
     th.start()
     time.sleep(1.0)     # applied; its commit waits on the lock
-    return th, out, blocker
+    try:
+        yield th, out
+    finally:
+        th.join(30)
+        blocker.rollback()
+        blocker.close()
 
 
 @pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
@@ -42,8 +51,7 @@ def test_a_preview_answers_while_a_batch_on_other_paths_commits(repo_env):
     a, b = env.agent("a")["token"], env.agent("b")["token"]
     trunk = env.trunk
     c = env.w.client(timeout=30).connect()
-    th, taken, blocker = _held_commit(env, b, "app.py#charge")
-    try:
+    with held_commit(env, b, "app.py#charge") as (th, taken):
         t0 = time.monotonic()
         res = c.call("facts.preview", {"base": trunk, "files": [
             {"path": "lib/util.py", "content_b64": b64("def helper():\n    return 43\n")}]}, token=a)
@@ -51,10 +59,6 @@ def test_a_preview_answers_while_a_batch_on_other_paths_commits(repo_env):
         assert th.is_alive() and took < 2.0, took     # the held commit is still failing
         assert res["facts"]["edits"] == ["lib/util.py#helper"] and res["acquire"] == [
             {"symbol": "lib/util.py#helper", "kind": "edit"}]
-    finally:
-        th.join(30)
-        blocker.rollback()
-        blocker.close()
     assert taken[0] == "internal" and taken[1] > 4, taken     # it did fail, at the busy timeout
     c.close()
 
@@ -66,15 +70,10 @@ def test_a_preview_never_shows_an_entry_on_its_paths_that_failed_to_commit(repo_
     trunk = env.trunk
     c = env.w.client(timeout=30).connect()
     files = [{"path": "app.py", "content_b64": b64(CHARGE)}]
-    th, taken, blocker = _held_commit(env, b, "app.py#charge")
-    try:
+    with held_commit(env, b, "app.py#charge") as (_th, taken):
         with pytest.raises(LoncaError) as e:    # waits for b's acquire, which it would show held
             c.call("facts.preview", {"base": trunk, "files": files}, token=a)
         assert e.value.code == "internal", e.value
-    finally:
-        th.join(30)
-        blocker.rollback()
-        blocker.close()
     assert taken[0] == "internal", taken
     deadline = time.monotonic() + 20
     while True:     # once the log is replayed: b holds nothing, the symbol is free
