@@ -45,12 +45,15 @@ def held_commit(env, token: str, symbol: str):
         blocker.close()
 
 
+def two_agents(env) -> tuple[str, str, str, object]:
+    """Agents a and b's tokens, trunk, and a client of the worker."""
+    return env.agent("a")["token"], env.agent("b")["token"], env.trunk, env.w.client(timeout=30).connect()
+
+
 @pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
 def test_a_preview_answers_while_a_batch_on_other_paths_commits(repo_env):
     env = repo_env
-    a, b = env.agent("a")["token"], env.agent("b")["token"]
-    trunk = env.trunk
-    c = env.w.client(timeout=30).connect()
+    a, b, trunk, c = two_agents(env)
     with held_commit(env, b, "app.py#charge") as (th, taken):
         t0 = time.monotonic()
         res = c.call("facts.preview", {"base": trunk, "files": [
@@ -66,9 +69,7 @@ def test_a_preview_answers_while_a_batch_on_other_paths_commits(repo_env):
 @pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
 def test_a_preview_never_shows_an_entry_on_its_paths_that_failed_to_commit(repo_env):
     env = repo_env
-    a, b = env.agent("a")["token"], env.agent("b")["token"]
-    trunk = env.trunk
-    c = env.w.client(timeout=30).connect()
+    a, b, trunk, c = two_agents(env)
     files = [{"path": "app.py", "content_b64": b64(CHARGE)}]
     with held_commit(env, b, "app.py#charge") as (_th, taken):
         with pytest.raises(LoncaError) as e:    # waits for b's acquire, which it would show held
