@@ -19,7 +19,7 @@ from .lease_model import FILE, covers, items_conflict, member, split
 from .log import Draft, allow, deny
 from .methods import Call, method
 from .policy import LEVELS, Policy
-from .read_methods import find_change, on_store
+from .read_methods import find_change, on_loop_store, on_store
 from .reducers import touched_paths
 from .state import ChangeRec, RepoState
 from .store import read_log
@@ -151,7 +151,7 @@ async def prepare(call: Call, rs: RepoState, base: str, files: list[dict], messa
         try:    # small and held: on the loop with its own handle, no thread and no GIL hand-off
             if held_map is None:
                 raise NotQuick(base)
-            prepared = work(d.store(rs.name), held_map)
+            prepared = on_loop_store(call, work, held_map)
         except NotQuick:    # a thread at once: a preview is quick, and its agent waits for it
             prepared = await on_store(call, work)
     if prepared is not None:
