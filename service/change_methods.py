@@ -147,7 +147,7 @@ async def prepare(call: Call, rs: RepoState, base: str, files: list[dict], messa
         async with d.builds:    # the pool's other threads stay for previews and reads
             prepared = await on_store(call, work)
     else:
-        held_map = quick_base(d.tree_maps, d.symbols, base, files) if case_twins else None
+        held_map = quick_base(d.tree_maps, d.symbols, base, files)
         try:    # small and held: on the loop with its own handle, no thread and no GIL hand-off
             if held_map is None:
                 raise NotQuick(base)
