@@ -327,8 +327,9 @@ class NotQuick(Exception):
 def quick_base(maps: TreeMaps, cache: SymbolCache, base: str, files: list[dict]) -> Mapping[str, TreeEntry] | None:
     """`base`'s map when a preview of `files` (check_files's) may be judged on the event loop:
     the map held, each path written (none deleted: its symbols go) with at most QUICK_BYTES as a
-    regular file, either new or a regular file of the base whose symbol table is held; else None.
-    Neither lock is waited for: a thread holding one would first need the GIL back."""
+    regular file, either new or a regular file of the base whose symbol table is held (by the
+    cache, or by the base's index: compute_facts takes the old side's table from it); else None.
+    No lock is waited for: a thread holding one would first need the GIL back."""
     base_map = maps.held(base, wait=False)
     if base_map is None:
         return None
@@ -341,6 +342,9 @@ def quick_base(maps: TreeMaps, cache: SymbolCache, base: str, files: list[dict])
             if e.mode not in ("100644", "100755"):
                 return None
             old.append((f["path"], e.oid))
+    index = cache.base_index(base, wait=False)
+    if index is not None:
+        old = [(path, oid) for path, oid in old if (held := index.files.get(path)) is None or held[0] != oid]
     tables = cache.held(old, wait=False)
     return None if tables is None or None in tables else base_map
 
