@@ -10,21 +10,25 @@ from hypothesis import strategies as st
 
 from lonca.protocol import LoncaError
 from lonca.service.change_build import QUICK_BYTES, NotQuick, TreeMaps, facts_of, planned_map, quick_base
-from lonca.symbols import SymbolCache
+from lonca.symbols import SymbolCache, warm_base
 
 SIG = pygit2.Signature("a", "b", 0, 0)
 FILES = ["m0.py", "pkg/m1.py", "pkg/m2.py"]
 NAMES = ["alpha", "beta", "gamma", "delta"]
 
 
+CALLS = " + ".join(f"{n}{i}()" for n in NAMES for i in range(len(FILES)))
+
+
 def _source(funcs: list[tuple[str, str, int]], pad: int = 0) -> bytes:
-    """Functions (name, parameters, body) that each call the next file's first name."""
-    out = "".join(f"def {name}({params}):\n    return beta({body}) + {body}\n\n\n" for name, params, body in funcs)
+    """Functions (name, parameters, body) that each call every function of the base: a symbol
+    deleted or re-signed is mentioned by all files."""
+    out = "".join(f"def {name}({params}):\n    return {CALLS} + {body}\n\n\n" for name, params, body in funcs)
     return (out + "# " + "x" * pad + "\n").encode() if pad else out.encode()
 
 
 def _funcs(i: int) -> list[tuple[str, str, int]]:
-    return [(f"{n}{i}", "x", k) for k, n in enumerate(NAMES)] + [("beta", "y", 0)] * (i == 0)
+    return [(f"{n}{i}", "x", k) for k, n in enumerate(NAMES)]
 
 
 def _answer(repo, cache, base, base_map, files, quick):
@@ -38,8 +42,13 @@ def _answer(repo, cache, base, base_map, files, quick):
                        sorted(facts.nesting.items())], sort_keys=True).encode()
 
 
-def _warm(repo, base_map) -> SymbolCache:
+def _warm(repo, base_map, base: str | None = None) -> SymbolCache:
+    """A cache holding the base's tables; with `base`, only in the base's name index (warm_base's
+    tables, read from another cache), as the worker's warmer leaves them."""
     cache = SymbolCache()
+    if base is not None:
+        cache.keep_base_index(base, warm_base(base_map, SymbolCache(), lambda oid: repo[oid].data))
+        return cache
     for path in FILES:
         cache.table(path, base_map[path].oid, lambda path=path: repo[base_map[path].oid].data)
     return cache
@@ -50,8 +59,8 @@ EDIT = st.tuples(st.sampled_from(["body", "add", "delete", "rename", "resign", "
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(edits=st.lists(EDIT, min_size=1, max_size=3))
-def test_a_preview_on_the_loop_answers_what_the_thread_does(tmp_path_factory, edits):
+@given(edits=st.lists(EDIT, min_size=1, max_size=3), by_index=st.booleans())
+def test_a_preview_on_the_loop_answers_what_the_thread_does(tmp_path_factory, edits, by_index):
     repo = pygit2.init_repository(str(tmp_path_factory.mktemp("s") / "s.git"), bare=True)
     index = pygit2.Index()
     for i, path in enumerate(FILES):
@@ -88,10 +97,11 @@ def test_a_preview_on_the_loop_answers_what_the_thread_does(tmp_path_factory, ed
             continue
         files[path] = {"path": path, "data": _source(funcs, pad), "mode": None}
     change = list(files.values())
-    cache = _warm(repo, base_map)
+    key = base if by_index else None
+    cache = _warm(repo, base_map, key)
     held = quick_base(maps, cache, base, change)
     assert held is not None or any(len(f["data"]) > QUICK_BYTES for f in change)
-    thread = _answer(repo, _warm(repo, base_map), base, base_map, change, quick=False)
+    thread = _answer(repo, _warm(repo, base_map, key), base, base_map, change, quick=False)
     if held is None:
         return
     try:
