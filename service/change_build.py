@@ -317,15 +317,50 @@ def _write_tree(repo: pygit2.Repository, tree: pygit2.Tree | None, edits: dict, 
     return builder.write() if len(builder) or not prefix else None
 
 
+QUICK_BYTES = 16 * 1024    # the most old or new text a preview judged on the event loop reads, a file
+
+
+class NotQuick(Exception):
+    """A preview begun on the event loop needs what is not held or not small: it is run on a thread."""
+
+
+def quick_base(maps: TreeMaps, cache: SymbolCache, base: str, files: list[dict]) -> Mapping[str, TreeEntry] | None:
+    """`base`'s map when a preview of `files` (check_files's) may be judged on the event loop:
+    the map held, each path written (none deleted: its symbols go) with at most QUICK_BYTES as a
+    regular file, either new or a regular file of the base whose symbol table is held (by the
+    cache, or by the base's index: compute_facts takes the old side's table from it); else None.
+    No lock is waited for: a thread holding one would first need the GIL back."""
+    base_map = maps.held(base, wait=False)
+    if base_map is None:
+        return None
+    old = []
+    for f in files:
+        if f["data"] is None or len(f["data"]) > QUICK_BYTES or f["mode"] == "symlink":
+            return None
+        e = base_map.get(f["path"])
+        if e is not None:
+            if e.mode not in ("100644", "100755"):
+                return None
+            old.append((f["path"], e.oid))
+    index = cache.base_index(base, wait=False)
+    if index is not None:
+        old = [(path, oid) for path, oid in old if (held := index.files.get(path)) is None or held[0] != oid]
+    tables = cache.held(old, wait=False)
+    return None if tables is None or None in tables else base_map
+
+
 def facts_of(repo: pygit2.Repository, cache: SymbolCache, base: str, base_map: Mapping[str, TreeEntry],
              new_map: Mapping[str, TreeEntry], files: list[dict] | None = None, blobs: Mapping[str, bytes] | None = None,
-             redacted: frozenset[str] = frozenset()):
+             redacted: frozenset[str] = frozenset(), quick: bool = False):
     """Facts of a proposal on commit `base` (whose index the symbol warmer may have kept);
     `files`, the proposal's (check_files), names every path that can differ: its paths, and
     the folders above them, where a file may have given way to a folder (build_commit).
     `blobs`: bytes by id of blobs not in the store (planned_map's). `redacted` blobs are never
     read: each is one whole file of no lines (what an answer derives from contents, it must not
-    derive from theirs; docs/decisions.md, "Reads derived from a redacted blob's contents")."""
+    derive from theirs; docs/decisions.md, "Reads derived from a redacted blob's contents").
+    `quick` (on the event loop; `files` given): NotQuick before reading any blob but the old ones
+    of the paths named, each at most QUICK_BYTES, and when a symbol is deleted or re-signed (its
+    `affected` would read the files that mention it); else the same facts as without it."""
     paths = None
     if files is not None:
         paths = set()
@@ -333,5 +368,19 @@ def facts_of(repo: pygit2.Repository, cache: SymbolCache, base: str, base_map: M
             parts = f["path"].split("/")
             paths.update("/".join(parts[:i]) for i in range(1, len(parts) + 1))
     extra = blobs or {}
-    return compute_facts(base_map, new_map, lambda oid: extra[oid] if oid in extra else repo[oid].data,
-                         cache, base, paths, opaque=redacted)
+    if not quick:
+        return compute_facts(base_map, new_map, lambda oid: extra[oid] if oid in extra else repo[oid].data,
+                             cache, base, paths, opaque=redacted)
+    named = {e.oid for f in files or () if (e := base_map.get(f["path"])) is not None}
+
+    def load(oid: str) -> bytes:
+        if oid in extra:
+            return extra[oid]
+        if oid not in named or repo.odb.read_header(oid)[1] > QUICK_BYTES:
+            raise NotQuick(oid)
+        return repo[oid].data
+    # with no symbol gone, `affected` is empty: the facts are those computed with it
+    facts = compute_facts(base_map, new_map, load, cache, base, paths, affected=False, opaque=redacted)
+    if facts.deletes or facts.signature_changes:
+        raise NotQuick("a symbol is gone")
+    return facts

@@ -2,23 +2,24 @@
 readers change.get, change.resolve, change.diff; change.withdraw. How their entries change the state is in reducers.py."""
 import asyncio
 import json
-from typing import NamedTuple
+from typing import Mapping, NamedTuple
 
 import pygit2
 
 from lonca.protocol import LoncaError
 from lonca.queue.checks import TAIL_BYTES
-from lonca.symbols import SYMBOLS_ENGINE, compare_claim
+from lonca.symbols import SYMBOLS_ENGINE, TreeEntry, compare_claim
 
 from . import cedar_policy
 from . import scope as scopes
-from .change_build import build_commit, check_files, commit_exists, facts_of, new_change_id, planned_map
+from .change_build import (NotQuick, build_commit, check_files, commit_exists, facts_of, new_change_id, planned_map,
+                           quick_base)
 from .lease_methods import advice, detail, held_detail, name_reasons, own_items
 from .lease_model import FILE, covers, items_conflict, member, split
 from .log import Draft, allow, deny
 from .methods import Call, method
 from .policy import LEVELS, Policy
-from .read_methods import find_change, on_store
+from .read_methods import find_change, on_loop_store, on_store
 from .reducers import touched_paths
 from .state import ChangeRec, RepoState
 from .store import read_log
@@ -129,23 +130,29 @@ async def prepare(call: Call, rs: RepoState, base: str, files: list[dict], messa
     trunk, case_twins = rs.trunk, rs.policy.case_twins  # read on the loop: the thread reads no live state
     redacted = frozenset(rs.redacted)
 
-    def work(store: pygit2.Repository) -> Prepared | None:
+    def work(store: pygit2.Repository, held_map: Mapping[str, TreeEntry] | None = None) -> Prepared | None:
         if not commit_exists(store, base):
             return None
-        base_map = d.tree_maps.get(store, base)
+        base_map = held_map if held_map is not None else d.tree_maps.get(store, base)
         if preview:   # its facts, no commit
             commit, (new_map, blobs) = None, planned_map(store, base, files, base_map, case_twins)
         else:
             blobs = None
             commit, new_map = build_commit(store, base, files, message, author, d.now_ms(), base_map, case_twins)
-        facts = facts_of(store, d.symbols, base, base_map, new_map, files, blobs, redacted)
+        facts = facts_of(store, d.symbols, base, base_map, new_map, files, blobs, redacted, quick=held_map is not None)
         mismatches = compare_claim(claim, facts) if claim is not None else []
         return Prepared(commit, facts_json(facts), list(facts.syntax_errors), mismatches, base_map,
                         {} if preview else d.tree_maps.get(store, trunk), facts.containers, facts.nesting)
-    if preview:     # a thread at once: a preview is quick, and its agent waits for it
-        prepared = await on_store(call, work)
-    else:
+    if not preview:
         async with d.builds:    # the pool's other threads stay for previews and reads
+            prepared = await on_store(call, work)
+    else:
+        held_map = quick_base(d.tree_maps, d.symbols, base, files)
+        try:    # small and held: on the loop with its own handle, no thread and no GIL hand-off
+            if held_map is None:
+                raise NotQuick(base)
+            prepared = on_loop_store(call, work, held_map)
+        except NotQuick:    # a thread at once: a preview is quick, and its agent waits for it
             prepared = await on_store(call, work)
     if prepared is not None:
         d.warmer.ask(rs.name, rs.trunk)    # the next proposal on trunk is quicker

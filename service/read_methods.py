@@ -115,6 +115,12 @@ async def on_store(call: Call, fn: Callable[..., T], *args) -> T:
     return await asyncio.to_thread(lambda: fn(d.store(repo), *args))
 
 
+def on_loop_store(call: Call, fn: Callable[..., T], *args) -> T:
+    """`fn(store, *args)` here on the event loop, with the loop thread's own handle (never handed
+    to a thread): for work so small that a thread's hand-off and the GIL's would cost more."""
+    return fn(call.ctx.store(call.repo_state().name), *args)
+
+
 async def find_change(rs: RepoState, change: str) -> ChangeRec | None:
     """A change in flight, or as it settled (service/settled.py): its table read on a thread, and
     what it answers kept for the decision and the reducer that follow (SettledChanges.recall), so

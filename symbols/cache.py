@@ -181,13 +181,18 @@ class SymbolCache:
             self._lock.release()
         return out
 
-    def base_index(self, key: str) -> NameIndex | None:
-        """The index kept for the base `key` names (keep_base_index), if any."""
-        with self._lock:
+    def base_index(self, key: str, wait: bool = True) -> NameIndex | None:
+        """The index kept for the base `key` names (keep_base_index), if any; `wait=False` as
+        for `held`."""
+        if not self._lock.acquire(wait):
+            return None
+        try:
             index = self._bases.get(key)
             if index is not None:
                 self._bases.move_to_end(key)
             return index
+        finally:
+            self._lock.release()
 
     def keep_base_index(self, key: str, index: NameIndex) -> None:
         """Keep `index` for the base that `key` names (a commit or tree id: one key, one
