@@ -54,6 +54,17 @@ def _warm(repo, base_map, base: str | None = None) -> SymbolCache:
     return cache
 
 
+def _base(folder) -> tuple:
+    """A bare store in `folder` whose one commit holds FILES: (store, commit, its TreeMaps, its map)."""
+    repo = pygit2.init_repository(str(folder / "s.git"), bare=True)
+    index = pygit2.Index()
+    for i, path in enumerate(FILES):
+        index.add(pygit2.IndexEntry(path, repo.create_blob(_source(_funcs(i))), pygit2.GIT_FILEMODE_BLOB))
+    base = str(repo.create_commit(None, SIG, SIG, "base", index.write_tree(repo), []))
+    maps = TreeMaps()
+    return repo, base, maps, maps.get(repo, base)
+
+
 EDIT = st.tuples(st.sampled_from(["body", "add", "delete", "rename", "resign", "big", "new", "below_file"]),
                  st.integers(0, 2), st.integers(0, 3), st.integers(1, 99))
 
@@ -61,13 +72,7 @@ EDIT = st.tuples(st.sampled_from(["body", "add", "delete", "rename", "resign", "
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(edits=st.lists(EDIT, min_size=1, max_size=3), by_index=st.booleans())
 def test_a_preview_on_the_loop_answers_what_the_thread_does(tmp_path_factory, edits, by_index):
-    repo = pygit2.init_repository(str(tmp_path_factory.mktemp("s") / "s.git"), bare=True)
-    index = pygit2.Index()
-    for i, path in enumerate(FILES):
-        index.add(pygit2.IndexEntry(path, repo.create_blob(_source(_funcs(i))), pygit2.GIT_FILEMODE_BLOB))
-    base = str(repo.create_commit(None, SIG, SIG, "base", index.write_tree(repo), []))
-    maps = TreeMaps()
-    base_map = maps.get(repo, base)
+    repo, base, maps, base_map = _base(tmp_path_factory.mktemp("s"))
     changed: dict[str, list] = {}
     files: dict[str, dict] = {}
     for kind, i, k, v in edits:
@@ -112,13 +117,7 @@ def test_a_preview_on_the_loop_answers_what_the_thread_does(tmp_path_factory, ed
 
 
 def test_a_body_edit_is_judged_on_the_loop_and_a_deleted_symbol_is_not(tmp_path):
-    repo = pygit2.init_repository(str(tmp_path / "s.git"), bare=True)
-    index = pygit2.Index()
-    for i, path in enumerate(FILES):
-        index.add(pygit2.IndexEntry(path, repo.create_blob(_source(_funcs(i))), pygit2.GIT_FILEMODE_BLOB))
-    base = str(repo.create_commit(None, SIG, SIG, "base", index.write_tree(repo), []))
-    maps = TreeMaps()
-    base_map = maps.get(repo, base)
+    repo, base, maps, base_map = _base(tmp_path)
     funcs = _funcs(1)
     body = [{"path": FILES[1], "data": _source([funcs[0][:2] + (7,)] + funcs[1:]), "mode": None}]
     gone = [{"path": FILES[1], "data": _source(funcs[1:]), "mode": None}]
