@@ -175,14 +175,7 @@ class LogWriter:
         state again after an await calls it after its last read, with `since` the `failures`
         when it began: `down` too when a commit failed since, as a replay may have come between
         and the answer may show an entry it lost (settled_for says the same for a path's reads)."""
-        target = self._applied
-        if self._durable < target:
-            async with self._appended:
-                await self._appended.wait_for(lambda: self._durable >= target or self.broken)
-            if self._durable < target:
-                raise self.down()
-        if since is not None and self.failures != since:
-            raise self.down(self.broken or "a batch of entries was not committed")
+        await self._durable_to(self._applied, since)
 
     async def settled_for(self, repo: str, paths: set[str], sessions: set[str], since: int) -> None:
         """Until every entry in flight that changed `paths` or `sessions` of `repo` (or may have
@@ -194,10 +187,19 @@ class LogWriter:
         the entries in flight on its paths")."""
         target = max((i for i, r, fp in self._in_flight if r == repo and (fp is None or fp.meets(paths, sessions))),
                      default=0)
+        await self._durable_to(target, since)
+
+    async def _durable_to(self, target: int, since: int | None) -> None:
+        """Until the first `target` entries applied are durable: `down` when the batch holding
+        them failed, or, given `since` (the `failures` when a read began), when any commit failed
+        since. A read that began while the writer was broken is refused before it reads
+        (Daemon.handle), so a failure after it began is one `failures` counts."""
         if self._durable < target:
             async with self._appended:
                 await self._appended.wait_for(lambda: self._durable >= target or self.broken)
-        if self.broken or self.failures != since:
+            if self._durable < target:
+                raise self.down()
+        if since is not None and self.failures != since:
             raise self.down(self.broken or "a batch of entries was not committed")
 
     async def _run(self) -> None:
