@@ -1,5 +1,7 @@
 """Small helpers the integration tests share: a human with a file key, a repository, a session."""
+import contextlib
 import secrets
+import sqlite3
 
 from lonca import humankeys
 from lonca.protocol import LoncaError, claim_from_facts, now_ms, session_start_op
@@ -193,3 +195,16 @@ class Passkey:
         from lonca import humansig
         nonce, issued = secrets.token_hex(16), now_ms()
         return self._sig(humansig.login_bytes(repo, self.name, ttl_ms, nonce, issued), nonce, issued)
+
+
+@contextlib.contextmanager
+def sqlite_write_locked(home):
+    """The worker's SQLite database (in `home`) with its write lock held by another connection, as
+    a backup tool would: a commit meanwhile waits past the busy timeout and fails."""
+    blocker = sqlite3.connect(home / "lonca.db", timeout=1)
+    blocker.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    finally:
+        blocker.rollback()
+        blocker.close()

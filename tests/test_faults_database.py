@@ -4,7 +4,6 @@ read-only and a damaged SQLite file. The worker answers promptly meanwhile (`int
 database; ping goes on), recovers by itself, and its log still verifies."""
 import json
 import os
-import sqlite3
 import threading
 import time
 
@@ -12,7 +11,7 @@ import psycopg
 import pytest
 
 from conftest import PG_ADMIN
-from helpers import acquire, human_key, login
+from helpers import acquire, human_key, login, sqlite_write_locked
 from lonca.protocol import LoncaError
 
 PROMPT_S = 5.0  # an answer during an outage comes within this
@@ -137,8 +136,6 @@ def test_a_write_failure_is_logged_and_the_worker_recovers(repo_env):
     c = w.client(timeout=30).connect()
     _write(c, agent)
     trunk = env.trunk
-    blocker = sqlite3.connect(w.home / "lonca.db", timeout=1)
-    blocker.execute("BEGIN IMMEDIATE")  # holds the write lock
     read: list = []
 
     def reader():  # comes while the failing commit waits: woken by its failure, not by a later write
@@ -151,18 +148,15 @@ def test_a_write_failure_is_logged_and_the_worker_recovers(repo_env):
             read.append(e.code)
         read.append(time.monotonic() - t0)
         r.close()
-    th = threading.Thread(target=reader)
-    th.start()
-    try:
+    with sqlite_write_locked(w.home):
+        th = threading.Thread(target=reader)
+        th.start()
         with pytest.raises(LoncaError) as e:
             _write(c, agent)
         assert e.value.code == "internal" and "lonca.db" in e.value.message and "locked" in e.value.message
         assert c.call("ping")["daemon_key"]
         th.join(30)
         assert read and read[0] in ("internal", trunk) and read[1] < PROMPT_S + 1, read
-    finally:
-        blocker.rollback()
-        blocker.close()
     _writes_again(c, agent, within_s=20)
     assert "database is locked" in w.output.read_text()
     assert w.cli("audit", "verify").returncode == 0
@@ -182,15 +176,10 @@ def test_a_repo_init_whose_commit_fails_leaves_no_store_and_can_be_sent_again(wo
     [staging] = (worker.home / "repos" / ".staging").iterdir()
     target = worker.home / "repos" / "demo.git"
     signed = {"op": prepared["op"], "sig": key.sign_op("demo", prepared["op"])}
-    blocker = sqlite3.connect(worker.home / "lonca.db", timeout=1)
-    blocker.execute("BEGIN IMMEDIATE")  # the commit fails: the database is locked past its busy timeout
-    try:
+    with sqlite_write_locked(worker.home):    # the commit fails: locked past its busy timeout
         with pytest.raises(LoncaError) as e:
             c.call("repo.init", signed)
         assert e.value.code == "internal" and "locked" in e.value.message
-    finally:
-        blocker.rollback()
-        blocker.close()
     deadline = time.monotonic() + 20
     while target.exists():  # put back after the replay
         assert time.monotonic() < deadline, "the store of the failed repo.init was left in place"

@@ -3,13 +3,12 @@ entry in flight on its own paths that then fails to commit (docs/decisions.md, "
 only for the entries in flight on its paths"). The commit is held by a real SQLite lock past the
 worker's busy timeout (5 s), then fails."""
 import contextlib
-import sqlite3
 import threading
 import time
 
 import pytest
 
-from helpers import acquire, b64
+from helpers import acquire, b64, sqlite_write_locked
 from lonca.protocol import LoncaError
 
 CHARGE = "def charge(amount):\n    return amount * 3\n\n\nclass Client:\n    def pay(self):\n        return charge(1)\n"
@@ -21,8 +20,6 @@ def held_commit(env, token: str, symbol: str):
     is applied at once, its commit waits for the lock and fails at the busy timeout. Yields
     (the acquiring thread, [its answer or error code, seconds it took] once it ends); on leaving,
     the acquire has ended and the lock is let go."""
-    blocker = sqlite3.connect(env.w.home / "lonca.db", timeout=1)
-    blocker.execute("BEGIN IMMEDIATE")
     out: list = []
 
     def take():
@@ -34,15 +31,14 @@ def held_commit(env, token: str, symbol: str):
             out.append(e.code)
         out.append(time.monotonic() - t0)
         c.close()
-    th = threading.Thread(target=take)
-    th.start()
-    time.sleep(1.0)     # applied; its commit waits on the lock
-    try:
-        yield th, out
-    finally:
-        th.join(30)
-        blocker.rollback()
-        blocker.close()
+    with sqlite_write_locked(env.w.home):
+        th = threading.Thread(target=take)
+        th.start()
+        time.sleep(1.0)     # applied; its commit waits on the lock
+        try:
+            yield th, out
+        finally:
+            th.join(30)
 
 
 def two_agents(env) -> tuple[str, str, str, object]:
