@@ -90,7 +90,7 @@ def _alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     except PermissionError:     # another user's process
-        return True
+        pass
     return True
 
 

@@ -55,8 +55,6 @@ class QueueRunner:
         self._kept: dict[tuple[str, int], KeptCheckout] = {}   # (repo, slot) -> its checkout
 
     def start(self, on_fatal) -> None:
-        for gone in sweep_slots():     # left by a worker killed before its stop
-            log.info("removed %s, a kept checkout of a worker that no longer runs", gone)
         self._task = supervise("merge queue", self._run(), on_fatal)
 
     async def stop(self) -> None:
@@ -68,6 +66,10 @@ class QueueRunner:
             shutil.rmtree(kept.root.parent, ignore_errors=True)
 
     async def _run(self) -> None:
+        # kept checkouts left by a worker killed before its stop: removed on a thread, as a
+        # large repository's checkouts take seconds to delete and the loop is answering already
+        for gone in await asyncio.to_thread(sweep_slots):
+            log.info("removed %s, a kept checkout of a worker that no longer runs", gone)
         while True:
             try:
                 await asyncio.wait_for(self.wake.wait(), 2.0)
