@@ -21,6 +21,7 @@ import json
 import os
 import re
 import sys
+import tempfile
 import threading
 import time
 import tracemalloc
@@ -59,6 +60,25 @@ def c_heaps() -> dict:
     mi = _libc.mallinfo2()
     return {"main_arena_mb": mi.arena >> 20, "main_used_mb": mi.uordblks >> 20, "main_free_mb": mi.fordblks >> 20,
             "arenas_mb": [round(int(s) / 2**20, 1) for s in heaps]}
+
+
+def pymalloc() -> dict:
+    """pymalloc's arenas against the blocks in them, MB: arenas held but half empty are RSS that
+    no object count shows (sys._debugmallocstats prints to the C stderr, read here from a file)."""
+    with tempfile.TemporaryFile() as f:
+        saved = os.dup(2)
+        os.dup2(f.fileno(), 2)
+        try:
+            sys._debugmallocstats()
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        f.seek(0)
+        text = f.read().decode()
+    got = {k.strip(): int(v.replace(",", "")) for k, v in re.findall(r"^# ([a-z ]+?)\s*=\s*([\d,]+)$", text, re.M)}
+    return {"arenas": got.get("arenas allocated current", 0), "arenas_total": got.get("arenas allocated total", 0),
+            "used_mb": round(got.get("bytes in allocated blocks", 0) / 2**20, 1),
+            "free_blocks_mb": round(got.get("bytes in available blocks", 0) / 2**20, 1)}
 
 
 def proc_status() -> dict:
@@ -193,7 +213,8 @@ class Sampler:
     def _sample(self, done: threading.Event) -> None:
         try:
             t = time.time() - self.t0
-            line: dict = {"t": round(t), **proc_status(), **c_heaps(), "smaps": smaps(), "pyblocks": sys.getallocatedblocks()}
+            line: dict = {"t": round(t), **proc_status(), **c_heaps(), "smaps": smaps(), "pyblocks": sys.getallocatedblocks(),
+                        "pymalloc": pymalloc()}
             for repo, rs in self.daemon.state.repos.items():
                 line[repo] = {"next_seq": rs.next_seq, "integrations": rs.integrations}
             line["containers"] = containers(self.daemon)
