@@ -12,7 +12,8 @@ allocation sites that grew most since the line before (an object allocated befor
 started would be invisible when freed, so tracing starts with the worker); with
 BENCH_SAMPLE_PROBE_S, once past that many seconds, the chain of referrers of a few objects of each
 site that grew (or of the sites BENCH_SAMPLE_PROBE_SITES lists, "service/paths.py:187,..."), which
-names what keeps them."""
+names what keeps them. BENCH_SAMPLE_TREE_MB sets the symbol cache's bound on parse trees (its
+default: symbols/cache.py DEFAULT_TREE_BYTES)."""
 import asyncio
 import collections
 import ctypes
@@ -138,7 +139,7 @@ def containers(d) -> dict:
     """name -> [length, deep KB] of each container of the state and of the worker's caches."""
     out = {}
     for repo, rs in d.state.repos.items():
-        for prefix, obj in ((f"{repo}.", rs), (f"{repo}.settled.", rs.settled)):
+        for prefix, obj in ((f"{repo}.", rs), (f"{repo}.settled.", rs.settled), (f"{repo}.trunks.", rs.trunks)):
             for f, v in _fields(obj).items():
                 if isinstance(v, (dict, list, set, collections.deque)):
                     out[prefix + f] = [len(v), deep_kb(v, set())]
@@ -147,6 +148,7 @@ def containers(d) -> dict:
         for f, v in ({name: obj} if isinstance(obj, dict) else _fields(obj)).items():
             if isinstance(v, (dict, list, set, collections.deque)) and v:
                 out[f"d.{name}.{f}" if f != name else f"d.{name}"] = [len(v), None]
+    out["d.symbols.bytes_mb"] = [d.symbols._bytes >> 20, d.symbols._tree_bytes >> 20]   # estimates against their bounds
     return out
 
 
@@ -249,4 +251,9 @@ class Sampler:
 if __name__ == "__main__":
     import logging
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    if os.environ.get("BENCH_SAMPLE_TREE_MB"):  # the symbol cache's tree bound, to see whether RSS levels with it
+        import functools
+
+        from lonca.service import daemon
+        daemon.SymbolCache = functools.partial(daemon.SymbolCache, tree_bytes=int(os.environ["BENCH_SAMPLE_TREE_MB"]) << 20)  # type: ignore[misc]
     asyncio.run(serve(service_config.from_env(), Sampler().ready))
