@@ -12,7 +12,8 @@ allocation sites that grew most since the line before (an object allocated befor
 started would be invisible when freed, so tracing starts with the worker); with
 BENCH_SAMPLE_PROBE_S, once past that many seconds, the chain of referrers of a few objects of each
 site that grew (or of the sites BENCH_SAMPLE_PROBE_SITES lists, "service/paths.py:187,..."), which
-names what keeps them."""
+names what keeps them. BENCH_SAMPLE_TREE_MB sets the symbol cache's bound on parse trees (its
+default: symbols/cache.py DEFAULT_TREE_BYTES)."""
 import asyncio
 import collections
 import ctypes
@@ -21,6 +22,7 @@ import json
 import os
 import re
 import sys
+import tempfile
 import threading
 import time
 import tracemalloc
@@ -59,6 +61,25 @@ def c_heaps() -> dict:
     mi = _libc.mallinfo2()
     return {"main_arena_mb": mi.arena >> 20, "main_used_mb": mi.uordblks >> 20, "main_free_mb": mi.fordblks >> 20,
             "arenas_mb": [round(int(s) / 2**20, 1) for s in heaps]}
+
+
+def pymalloc() -> dict:
+    """pymalloc's arenas against the blocks in them, MB: arenas held but half empty are RSS that
+    no object count shows (sys._debugmallocstats prints to the C stderr, read here from a file)."""
+    with tempfile.TemporaryFile() as f:
+        saved = os.dup(2)
+        os.dup2(f.fileno(), 2)
+        try:
+            sys._debugmallocstats()
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        f.seek(0)
+        text = f.read().decode()
+    got = {k.strip(): int(v.replace(",", "")) for k, v in re.findall(r"^# ([a-z ]+?)\s*=\s*([\d,]+)$", text, re.M)}
+    return {"arenas": got.get("arenas allocated current", 0), "arenas_total": got.get("arenas allocated total", 0),
+            "used_mb": round(got.get("bytes in allocated blocks", 0) / 2**20, 1),
+            "free_blocks_mb": round(got.get("bytes in available blocks", 0) / 2**20, 1)}
 
 
 def proc_status() -> dict:
@@ -118,7 +139,7 @@ def containers(d) -> dict:
     """name -> [length, deep KB] of each container of the state and of the worker's caches."""
     out = {}
     for repo, rs in d.state.repos.items():
-        for prefix, obj in ((f"{repo}.", rs), (f"{repo}.settled.", rs.settled)):
+        for prefix, obj in ((f"{repo}.", rs), (f"{repo}.settled.", rs.settled), (f"{repo}.trunks.", rs.trunks)):
             for f, v in _fields(obj).items():
                 if isinstance(v, (dict, list, set, collections.deque)):
                     out[prefix + f] = [len(v), deep_kb(v, set())]
@@ -127,6 +148,7 @@ def containers(d) -> dict:
         for f, v in ({name: obj} if isinstance(obj, dict) else _fields(obj)).items():
             if isinstance(v, (dict, list, set, collections.deque)) and v:
                 out[f"d.{name}.{f}" if f != name else f"d.{name}"] = [len(v), None]
+    out["d.symbols.bytes_mb"] = [d.symbols._bytes >> 20, d.symbols._tree_bytes >> 20]   # estimates against their bounds
     return out
 
 
@@ -193,7 +215,8 @@ class Sampler:
     def _sample(self, done: threading.Event) -> None:
         try:
             t = time.time() - self.t0
-            line: dict = {"t": round(t), **proc_status(), **c_heaps(), "smaps": smaps(), "pyblocks": sys.getallocatedblocks()}
+            line: dict = {"t": round(t), **proc_status(), **c_heaps(), "smaps": smaps(), "pyblocks": sys.getallocatedblocks(),
+                        "pymalloc": pymalloc()}
             for repo, rs in self.daemon.state.repos.items():
                 line[repo] = {"next_seq": rs.next_seq, "integrations": rs.integrations}
             line["containers"] = containers(self.daemon)
@@ -228,4 +251,9 @@ class Sampler:
 if __name__ == "__main__":
     import logging
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    if os.environ.get("BENCH_SAMPLE_TREE_MB"):  # the symbol cache's tree bound, to see whether RSS levels with it
+        import functools
+
+        from lonca.service import daemon
+        daemon.SymbolCache = functools.partial(daemon.SymbolCache, tree_bytes=int(os.environ["BENCH_SAMPLE_TREE_MB"]) << 20)  # type: ignore[misc]
     asyncio.run(serve(service_config.from_env(), Sampler().ready))

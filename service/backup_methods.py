@@ -28,7 +28,7 @@ from lonca.audit import verify_entries, write_witness
 from lonca.canonical import canonical
 from lonca.protocol import LoncaError
 
-from . import gitstore, remotes, settled_store
+from . import gitstore, remotes, settled_store, trunk_store
 from .methods import Call, method
 from .read_methods import on_store
 from .state import State
@@ -180,21 +180,24 @@ async def restore(call: Call) -> dict:
     finally:
         shutil.rmtree(staging, ignore_errors=True)
 
-    def replay() -> tuple[State, list[dict]]:
-        st = State(d.state.policy_of, d.state.settled_reader)
+    def replay() -> tuple[State, list[dict], list[dict]]:
+        st = State(d.state.policy_of, d.state.settled_reader, d.state.trunk_reader)
         for text, hash_hex, _ in rows:
             st.apply(name, json.loads(text), hash_hex)
-        return st, settled_store.pending_rows(st.repos.values())   # what it settled goes in with its log
-    st, settled = await asyncio.to_thread(replay)
+        # what it settled and made trunk goes in with its log
+        return st, settled_store.pending_rows(st.repos.values()), trunk_store.pending_rows(st.repos.values())
+    st, settled, trunks = await asyncio.to_thread(replay)
 
     def insert() -> None:
         with Session(d.engine) as s:  # one executemany, as the log writer's commit does
             s.execute(insert_into(LogRow), [{"repo": name, "seq": n, "entry": t, "hash": h, "sig": g}
                                             for n, (t, h, g) in enumerate(rows, 1)])
             settled_store.write(s.connection(), settled)
+            trunk_store.write(s.connection(), trunks)
             s.commit()
     await d.log.on_db(insert)
     settled_store.mark_written(st.repos.values(), settled)
+    trunk_store.mark_written(st.repos.values(), trunks)
     if d.state.repo(name):  # a repo.init of the same name won the race while this one was written
         raise LoncaError("conflict", f"the repository {name} exists")
     d.state.repos[name] = st.repos[name]

@@ -173,9 +173,10 @@ def decide_proposal(rs: RepoState, session: str, change: str | None, facts: dict
     if rs.frozen:
         deny_r.append(f"frozen:{rs.frozen}")
     deny_r += [f"claim_mismatch:{m['field']}" for m in mismatches]
-    if base not in rs.trunks:
+    at = rs.trunks.position(base)   # read before the decision (trunks.find in propose)
+    if at is None:
         deny_r.append("unknown_base")
-    elif rs.integrations - rs.trunks[base] > rs.policy.max_behind:
+    elif rs.integrations - at > rs.policy.max_behind:
         deny_r.append("stale_trunk")
     deny_r += rs.quota_reasons(session, now)
     paths = touched_paths(facts)
@@ -272,6 +273,7 @@ async def propose(call: Call) -> dict:
     change = p.get("change")
     if change is not None:
         await find_change(rs, change)   # a settled change's record in memory for the decision
+    await rs.trunks.find(base)          # and the base's place in trunk's history
     intent = claim.get("intent") or ""
     prepared = await prepare(call, rs, base, files, intent or "lonca change", call.auth.agent, claim)
     return await d.log.append(rs.name, lambda: _decide_propose(call, rs, me, change, base, claim, prepared))

@@ -18,10 +18,12 @@ from .lease_model import Interest, LeaseSet, Reservation
 from .settled import SettledChanges
 from .state import STATUS_WINDOW, ChangeRec, PendingRec, RepoState, SessionRec, State
 from .store import CheckpointRow
+from .trunk_history import TrunkHistory
 
-FORMAT = 6  # a checkpoint of another format is ignored (the log is replayed whole); 2 adds recovery and
+FORMAT = 7  # a checkpoint of another format is ignored (the log is replayed whole); 2 adds recovery and
            # enrolled_by, 3 flaky, 4: changes out of the queue settled, 5 redacted, 6: settled changes
-           # in the settled_changes table, only the latest STATUS_WINDOW here
+           # in the settled_changes table, only the latest STATUS_WINDOW here, 7: trunks in the trunks
+           # table, only the latest trunk_history.WINDOW here, oldest first
 EVERY = 10_000  # entries between a repository's checkpoints while the worker runs
 
 
@@ -42,7 +44,7 @@ def dump(st: State, rs: RepoState) -> dict:
         "format": FORMAT, "name": rs.name, "daemon_key": rs.daemon_key, "trunk": rs.trunk,
         "policy_id": rs.policy_id, "profile": rs.profile, "humans": rs.humans, "frozen": rs.frozen,
         "redacted": sorted(rs.redacted), "recovery": rs.recovery, "enrolled_by": rs.enrolled_by,
-        "next_seq": rs.next_seq, "head_hash": rs.head_hash, "trunks": rs.trunks, "integrations": rs.integrations,
+        "next_seq": rs.next_seq, "head_hash": rs.head_hash, "trunks": list(rs.trunks.recent.items()), "integrations": rs.integrations,
         "sessions": [_record(r) for r in rs.sessions.values()],
         "sets": [_record(s) for s in rs.sets.values()],
         "interests": [_record(i) for i in rs.interests],
@@ -69,8 +71,9 @@ def load(st: State, data: dict) -> RepoState:
                    policy_id=data["policy_id"], profile=data["profile"], humans=data["humans"],
                    recovery=data["recovery"], enrolled_by=data["enrolled_by"],
                    frozen=data["frozen"], redacted=set(data["redacted"]), next_seq=data["next_seq"], head_hash=data["head_hash"],
-                   trunks=data["trunks"], integrations=data["integrations"],
-                   settled=SettledChanges(data["name"], st.settled_reader))
+                   integrations=data["integrations"], settled=SettledChanges(data["name"], st.settled_reader),
+                   trunks=TrunkHistory(data["name"], st.trunk_reader))
+    rs.trunks.recent = {commit: at for commit, at in data["trunks"]}
     rs.policy = st.policy_of(rs.name, rs.policy_id)
     rs.sessions = {d["id"]: SessionRec(**d) for d in data["sessions"]}
     for d in data["sets"]:

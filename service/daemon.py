@@ -18,7 +18,7 @@ from lonca.protocol import LoncaError
 from lonca.queue.checks import DIE_WITH_WORKER, reap_leftovers, record_in
 from lonca.symbols import SymbolCache
 
-from . import auth, checkpoint, daemonkey, gitstore, heap, schemas, settled_store, store as db, worker_lock
+from . import auth, checkpoint, daemonkey, gitstore, heap, schemas, settled_store, store as db, trunk_store, worker_lock
 from . import security_methods
 from .event_methods import Told
 from .hook_methods import HookSeen
@@ -162,7 +162,7 @@ class Daemon:
     def _replay(self, started: float | None = None) -> None:
         """State is the replay of the logs, each checked against its chain; a log that does not
         verify stops the start (`integrity`). `started`: the worker's start, at start."""
-        state = State(self.policy_of, settled_store.TableReader(self.engine))
+        state = State(self.policy_of, settled_store.TableReader(self.engine), trunk_store.TableReader(self.engine))
         saved: dict[str, int] = {}
         witnesses = read_witnesses(self.config.witness_dir)
         with Session(self.engine) as s:
@@ -184,14 +184,17 @@ class Daemon:
                         if witness and row.seq == witness["seq"]:
                             at_witness = row.hash
                     if started is not None:
-                        # at start, what the replay settled goes to its table page by page (most rows
+                        # at start, what the replay settled and made trunk goes to its tables page by page (most rows
                         # are there: their entries are durable), so its memory stays a page's; a
                         # recovery writes nothing (the database may take reads only): the log
                         # writer's next commit of the repository writes what is left
                         settled = settled_store.pending_rows([state.repos[repo]])
                         settled_store.write(s.connection(), settled)
+                        trunks = trunk_store.pending_rows([state.repos[repo]])
+                        trunk_store.write(s.connection(), trunks)
                         s.commit()
                         settled_store.mark_written([state.repos[repo]], settled)
+                        trunk_store.mark_written([state.repos[repo]], trunks)
                     if len(rows) < REPLAY_PAGE:
                         break
                     seq = rows[-1].seq + 1
@@ -265,7 +268,7 @@ class Daemon:
             log.info("%s: the store's HEAD names trunk (%s) now, so a clone of it checks trunk out", repo, gitstore.TRUNK_REF)
         want = state.repos[repo].trunk
         found = gitstore.trunk(store)
-        if found != want and found not in state.repos[repo].trunks:
+        if found != want and state.repos[repo].trunks.position(found) is None:
             log.error("%s: trunk's ref names %s, which was never trunk: it was moved outside Lonca; the merge queue "
                       "logs it (import.unmediated) and sets it back", repo, found)
         elif found != want:

@@ -230,7 +230,8 @@ async def _step(call: Call, rs: RepoState, base: str, held: dict, effects: dict[
     and back cost more than the step. Otherwise a thread with its own handle reads the base's map
     (and checks the commit exists)."""
     d = call.ctx
-    base_map = d.tree_maps.held(base, wait=False) if base in rs.trunks else None   # a trunk of this repository
+    # a trunk of this repository that memory knows (an older base's map is not held anyway)
+    base_map = d.tree_maps.held(base, wait=False) if rs.trunks.known(base) and rs.trunks.position(base) is not None else None
     size = sum(len(after or b"") + len(held.get(rel) or b"") for rel, after in effects.items())
     if base_map is not None and size <= STEP_ON_LOOP_BYTES:
         return _step_facts(d.symbols, base_map, held, effects)

@@ -66,6 +66,7 @@ async def submit_change(call: Call, rs: RepoState, op: dict, append: Append) -> 
     d = call.ctx
     await check_prepared(call, op, "human.prepare_change")
     await find_change(rs, op["change"])     # a settled change's record in memory for the decision
+    await rs.trunks.find(op["base"])        # and the base's place in trunk's history
     trunk, redacted = rs.trunk, frozenset(rs.redacted)  # read on the loop: the thread reads no live state
 
     def facts(store: pygit2.Repository) -> tuple[dict, list[str], list[str]]:
@@ -101,9 +102,10 @@ def decide_human_change(call: Call, rs: RepoState, op: dict, *, facts: dict, cre
     if rs.frozen:
         deny_r.append(f"frozen:{rs.frozen}")
     deny_r += [f"claim_mismatch:{f}" for f in mismatched]
-    if op["base"] not in rs.trunks:
+    at = rs.trunks.position(op["base"])
+    if at is None:
         deny_r.append("unknown_base")
-    elif rs.integrations - rs.trunks[op["base"]] > rs.policy.max_behind:
+    elif rs.integrations - at > rs.policy.max_behind:
         deny_r.append("stale_trunk")
     deny_r += rs.quota_reasons(None, now)
     deny_r += [f"created_since_base:{p}" for p in created]

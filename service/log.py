@@ -31,7 +31,7 @@ from lonca.canonical import canonical_text, sha256_hex
 from lonca.database_errors import db_cause
 from lonca.protocol import LOG_FORMAT, ZERO_HASH, LoncaError
 
-from . import footprint, settled_store
+from . import footprint, settled_store, trunk_store
 from .daemonkey import DaemonKeys
 from .state import State
 from .supervision import supervise
@@ -248,12 +248,14 @@ class LogWriter:
             answers.append((fut, answer, draft, entry["seq"]))
         if not entries:
             return
-        # changes the batch settled, written with it (service/settled.py): encoded on the database
-        # thread, as a settled record no longer changes
+        # changes the batch settled and the trunks it made, written with it (service/settled.py,
+        # service/trunk_history.py): a record encoded on the database thread, as a settled record no
+        # longer changes
         touched = [self.state.repos[name] for name in dict.fromkeys(e["repo"] for e in entries) if name in self.state.repos]
         settled = [(rs.name, *held) for rs in touched for held in rs.settled.to_write()]
+        trunks = trunk_store.pending_rows(touched)
         try:
-            await loop.run_in_executor(self._db, self._commit, entries, signers, rows, settled)
+            await loop.run_in_executor(self._db, self._commit, entries, signers, rows, settled, trunks)
         except Exception as e:
             self.broken = db_cause(e)
             self.failures += 1
@@ -271,6 +273,7 @@ class LogWriter:
             return
         for rs in touched:
             rs.settled.written((c, seq) for name, c, seq, _ in settled if name == rs.name)
+        trunk_store.mark_written(touched, trunks)
         self._durable = self._applied
         self._in_flight.clear()     # a batch is decided only once the one before it committed
         for e in entries:
@@ -341,7 +344,7 @@ class LogWriter:
         return {"repo": repo, "seq": seq, "entry": text, "hash": hash_hex}, entry, signer
 
     def _commit(self, entries: list[dict], signers: list[Ed25519PrivateKey], rows: list[SQLModel],
-                settled: list[tuple]) -> None:
+                settled: list[tuple], trunks: list[dict]) -> None:
         """On the database thread. Each entry is signed here, not as it is decided: nothing reads
         a signature before the commit. (cryptography's Ed25519 `sign` holds the GIL all the same:
         it costs the loop as much here as on it, docs/decisions.md "Lease requests: less CPU".)"""
@@ -352,6 +355,7 @@ class LogWriter:
             with Session(self.engine) as s:
                 s.connection().execute(LOG_INSERT, entries)
                 settled_store.write(s.connection(), settled_rows)
+                trunk_store.write(s.connection(), trunks)
                 for row in rows:
                     s.merge(row)
                 s.commit()
@@ -359,6 +363,7 @@ class LogWriter:
             with self.engine.begin() as conn:
                 conn.execute(LOG_INSERT, entries)
                 settled_store.write(conn, settled_rows)
+                trunk_store.write(conn, trunks)
         with self._witness_lock:
             self._witness_owed.update((e["repo"], e) for e in entries)  # the last of each repository's
             queued, self._witness_queued = self._witness_queued, True

@@ -348,7 +348,7 @@ class QueueRunner:
         found = gitstore.trunk(store)
         if found == rs.trunk:
             return
-        if found in rs.trunks:
+        if await rs.trunks.find(found) is not None:
             log.warning("%s: trunk's ref was behind the log; moved to %s", rs.name, rs.trunk)
         elif (rs.name, found) not in self._unmediated:
             expected = rs.trunk

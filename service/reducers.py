@@ -14,6 +14,7 @@ from .lease_model import Interest, LeaseSet, Reservation, any_conflict
 from .scope import full_scope
 from .settled import SettledChanges
 from .state import ChangeRec, PendingRec, RepoState, SessionRec, State
+from .trunk_history import TrunkHistory
 
 Reducer = Callable[[State, RepoState, dict, dict, str], None]
 
@@ -27,8 +28,9 @@ def apply(st: State, repo: str, entry: dict, hash_hex: str) -> None:
         rs = st.repos[repo] = RepoState(name=repo, daemon_key=op["daemon_key"], trunk=op["trunk"],
                                         policy_id=op["policy"], profile=op.get("profile", "cooperative"),
                                         humans={op["human"]: op["human_key"]},
-                                        settled=SettledChanges(repo, st.settled_reader))
-        rs.trunks[op["trunk"]] = 0
+                                        settled=SettledChanges(repo, st.settled_reader),
+                                        trunks=TrunkHistory(repo, st.trunk_reader))
+        rs.trunks.add(op["trunk"], 0)
         rs.policy = st.policy_of(repo, op["policy"])
     rs = st.repos[repo]
     rs.next_seq = entry["seq"] + 1
@@ -494,7 +496,7 @@ def _apply_batch(st: State, rs: RepoState, entry: dict, op: dict, outcome: str) 
 def _integrated(rs: RepoState, entry: dict, rec, commit: str) -> None:
     rs.trunk = commit
     rs.integrations += 1
-    rs.trunks[commit] = rs.integrations
+    rs.trunks.add(commit, rs.integrations)
     leave_queue(rs, rec.id, {"status": "integrated", "commit": commit})
     rs.event({"kind": "integrated", "seq": entry["seq"], "change": rec.id}, rec.session or "")
 
@@ -565,7 +567,7 @@ def _apply_import(st: State, rs: RepoState, entry: dict, op: dict, outcome: str)
         return
     rs.trunk = op["commit"]
     rs.integrations += 1
-    rs.trunks[op["commit"]] = rs.integrations
+    rs.trunks.add(op["commit"], rs.integrations)
     symbols = changed_symbols(entry.get("facts") or {})
     for reason in entry["decision"]["reasons"]:
         if reason.startswith("affected_lease:"):

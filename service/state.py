@@ -12,7 +12,9 @@ from lonca.protocol import SIGNATURE_LIFETIME_MS, SIGNATURE_SKEW_MS, ZERO_HASH
 from . import presence
 from .lease_model import Interest, LeaseIndex, LeaseSet, Reservation, items_conflict, split
 from .policy import DEFAULT, Policy
+from . import trunk_history
 from .settled import STATUS_WINDOW, Reader, SettledChanges
+from .trunk_history import TrunkHistory
 
 EVENTS_KEPT = 1000  # the events a session can still read (`events`, `inbox`): its latest this many
 EXPIRIES_MIN = 256  # the expiry heap is pruned past twice this many items, or twice what it kept last time
@@ -119,7 +121,7 @@ class RepoState:
     redacted: set[str] = field(default_factory=set)  # blob ids a human redacted: every read serves them as null
     next_seq: int = 1
     head_hash: str = ZERO_HASH
-    trunks: dict[str, int] = field(default_factory=dict)  # every commit that was trunk -> integrations before it
+    trunks: TrunkHistory = field(default_factory=lambda: TrunkHistory("", None))  # every commit that was trunk
     integrations: int = 0
     sets: dict[str, LeaseSet] = field(default_factory=dict)
     index: LeaseIndex = field(default_factory=LeaseIndex)
@@ -324,9 +326,10 @@ class RepoState:
 
 class State:
     def __init__(self, policy_of: Callable[[str, str], Policy] = lambda repo, pid: DEFAULT,
-                 settled_reader: Reader | None = None):
+                 settled_reader: Reader | None = None, trunk_reader: trunk_history.Reader | None = None):
         self.repos: dict[str, RepoState] = {}
         self.settled_reader = settled_reader  # the table of settled changes; None: they stay in memory
+        self.trunk_reader = trunk_reader  # the table of trunks; None: they stay in memory
         self.nonces: dict[str, int] = {}  # nonce -> when it can be forgotten (a signature is stale by then)
         self.sign_counts: dict[str, int] = {}  # WebAuthn key public -> last sign count (service/presence.py)
         self.policy_of = policy_of

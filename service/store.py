@@ -168,3 +168,14 @@ class SettledChangeRow(SQLModel, table=True):
     session: str | None = Field(default=None, max_length=64)
     status: str = Field(max_length=16)
     record: str     # canonical JSON of the ChangeRec's fields
+
+
+class TrunkRow(SQLModel, table=True):
+    """A commit that became the repository's trunk, with the integrations trunk had counted then
+    (one row per entry that moved trunk: the count is its key): written in the commit of that
+    entry, read for a base older than memory's window (service/trunk_history.py)."""
+    __tablename__ = "trunks"
+    __table_args__ = (Index("trunks_commit", "repo", "commit"),)   # a base's latest count
+    repo: str = Field(primary_key=True, max_length=64)
+    integrations: int = Field(primary_key=True, sa_type=BigInteger)
+    commit: str = Field(max_length=64)

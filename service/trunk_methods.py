@@ -68,7 +68,8 @@ async def bundle(call: Call) -> dict:
 async def distance(call: Call) -> dict:
     rs = call.repo_state()
     base = call.params["base"]
-    behind = rs.integrations - rs.trunks[base] if base in rs.trunks else None
+    at = await rs.trunks.find(base)
+    behind = rs.integrations - at if at is not None else None
     return {"trunk": rs.trunk, "base": base, "behind": behind}
 
 
