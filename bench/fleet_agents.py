@@ -7,8 +7,11 @@ add its waits to the heartbeats'.
 argv: socket, a file of tokens (one a line), "own" (an `AsyncClient` each: one connection an
 agent) or "shared" (one `ClientPool` for all of them), the pool's size, BEAT_S.
 It writes "ready" once every agent has beaten once, and on the line "stop" on stdin prints one
-JSON object: {"beats": [[monotonic s, ms]], "failures": [[monotonic s, what]]}. time.monotonic is
-the machine's CLOCK_MONOTONIC, so the bench places the samples in its own phases.
+JSON object: {"beats": [[monotonic s, ms]], "failures": [[monotonic s, what]], "lag": [[monotonic
+s, ms]], "cpu_share": float}. time.monotonic is the machine's CLOCK_MONOTONIC, so the bench places
+the samples in its own phases. "lag" is how late this process's own loop ran a task asked every
+LAG_TICK_S, and "cpu_share" the cores it used from "ready" to "stop": a beat's time counts this
+process's waits too (reading the answer late), so the bench prints them beside it.
 """
 from __future__ import annotations
 
@@ -23,6 +26,8 @@ from pathlib import Path
 from lonca.async_client import AsyncClient, ClientPool
 from lonca.client import Unreachable
 from lonca.protocol import LoncaError
+
+LAG_TICK_S = 0.005
 
 
 def raise_descriptor_limit() -> None:
@@ -60,18 +65,28 @@ async def fleet(socket: Path, tokens: list[str], mode: str, pool_size: int, beat
             if pool is None:
                 client.close()
 
+    async def own_lag() -> None:
+        while True:
+            asked = time.perf_counter()
+            await asyncio.sleep(LAG_TICK_S)
+            lag.append([time.monotonic(), (time.perf_counter() - asked - LAG_TICK_S) * 1000])
+
+    lag: list[list[float]] = []
     tasks = [asyncio.create_task(agent(tok, random.Random(i))) for i, tok in enumerate(tokens)]
     for _ in tokens:
         await first.acquire()
     print("ready", flush=True)
+    tasks.append(asyncio.create_task(own_lag()))
+    wall, cpu = time.monotonic(), time.process_time()
     await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
+    cpu_share = (time.process_time() - cpu) / (time.monotonic() - wall)
     stop.set()
     for t in tasks:
         t.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
     if pool:
         pool.close()
-    return {"beats": beats, "failures": failures}
+    return {"beats": beats, "failures": failures, "lag": lag, "cpu_share": cpu_share}
 
 
 def main(argv: list[str]) -> None:
