@@ -417,14 +417,20 @@ def evidence_of(store: pygit2.Repository, attempts: list[dict], redacted: frozen
             "log": text, "log_truncated": truncated}
 
 
+async def _named_change(call: Call) -> tuple[int, ChangeRec]:
+    """The change a read names, with the log's failure count from before any wait: an answer
+    built from what it holds waits for it to be durable (LogWriter.settled with that count)."""
+    since = call.ctx.log.failures  # in the loop's step that checked the credential, before any wait
+    rec = await find_change(call.repo_state(), call.params["change"])
+    if rec is None:
+        raise LoncaError("not_found", f"no change {call.params['change']}")
+    return since, rec
+
+
 @method("change.get", "read")
 async def get(call: Call) -> dict:
-    p = call.params
     d, rs = call.ctx, call.repo_state()
-    since = d.log.failures  # in the loop's step that checked the credential, before any wait
-    rec = await find_change(rs, p["change"])
-    if rec is None:
-        raise LoncaError("not_found", f"no change {p['change']}")
+    since, rec = await _named_change(call)
     # read on the loop: an integration (a check before the decision) replaces them
     attestations, before, redacted = list(rec.evidence), list(rec.review_evidence), frozenset(rs.redacted)
     out = change_json(rs, rec, *await claim_and_facts(call, rec))
@@ -453,12 +459,8 @@ async def resolve(call: Call) -> dict:
 
 @method("change.diff", "read")
 async def diff(call: Call) -> dict:
-    p = call.params
     d, rs = call.ctx, call.repo_state()
-    since = d.log.failures  # in the loop's step that checked the credential, before any wait
-    rec = await find_change(rs, p["change"])
-    if rec is None:
-        raise LoncaError("not_found", f"no change {p['change']}")
+    since, rec = await _named_change(call)
 
     _claim, f = await claim_and_facts(call, rec)
     redacted = frozenset(rs.redacted)  # read on the loop: a redact may land while the diff is made
