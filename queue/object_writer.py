@@ -17,6 +17,7 @@ fsynced, as libgit2 does not by default. The ids are libgit2's for the same obje
 (tests/unit/test_object_writer.py)."""
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
@@ -59,7 +60,8 @@ def write_object(repo: pygit2.Repository, kind: bytes, data: bytes) -> pygit2.Oi
             os.close(fd)
         os.replace(tmp, os.path.join(folder, hexid[2:]))    # a writer of the same object meanwhile wrote the same bytes
     except BaseException:
-        os.unlink(tmp)
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
         raise
     return oid
 
