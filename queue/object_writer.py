@@ -32,7 +32,8 @@ from pygit2.enums import FileMode
 TREE = int(FileMode.TREE)
 _ENTRY = re.compile(rb"(\d+) ([^\0]*)\0.{20}", re.S)   # a tree's entry: octal mode, name, raw id
 _LEVEL = 1      # zlib's, as libgit2's loose objects (Z_BEST_SPEED)
-_KEPT = 512     # trees whose entries are kept (about 5 MB of 100-file folders)
+_KEPT_BYTES = 16 << 20     # the kept trees' entries, estimated: a byte bound, as a folder may hold 10,000 files
+_ENTRY_BYTES = 120          # what a kept entry costs beyond its bytes: two bytes objects and a dict slot
 
 
 def write_object(repo: pygit2.Repository, kind: bytes, data: bytes) -> pygit2.Oid:
@@ -83,22 +84,29 @@ class _Trees:
     splitting one (about 0.1 ms for 100 files) was what a TreeWriter cost more than a TreeBuilder."""
 
     def __init__(self) -> None:
-        self._kept: dict[bytes, dict[bytes, bytes]] = {}
+        self._kept: dict[bytes, tuple[dict[bytes, bytes], int]] = {}     # id -> (entries, their bytes)
+        self._bytes = 0
         self._lock = threading.Lock()     # shared by the worker's threads
 
     def entries(self, tree: pygit2.Tree) -> dict[bytes, bytes]:
         with self._lock:
             kept = self._kept.get(tree.id.raw)
         if kept is None:
-            kept = {m[2]: m[0] for m in _ENTRY.finditer(tree.read_raw())}
-            self.keep(tree.id, kept)
-        return dict(kept)   # the caller's to edit
+            entries = {m[2]: m[0] for m in _ENTRY.finditer(tree.read_raw())}
+            self.keep(tree.id, entries)
+            return dict(entries)
+        return dict(kept[0])   # the caller's to edit
 
     def keep(self, oid: pygit2.Oid, entries: dict[bytes, bytes]) -> None:
+        size = 2 * sum(map(len, entries.values())) + _ENTRY_BYTES * len(entries)
         with self._lock:
-            self._kept[oid.raw] = entries
-            if len(self._kept) > _KEPT:
-                del self._kept[next(iter(self._kept))]
+            old = self._kept.pop(oid.raw, None)
+            if old is not None:
+                self._bytes -= old[1]
+            self._kept[oid.raw] = (entries, size)
+            self._bytes += size
+            while self._bytes > _KEPT_BYTES and self._kept:
+                self._bytes -= self._kept.pop(next(iter(self._kept)))[1]
 
 
 _TREES = _Trees()

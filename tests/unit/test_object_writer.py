@@ -124,3 +124,28 @@ def test_build_and_merge_create_every_object_file_through_python(tmp_path):
     assert seen["build"] == 4, seen
     assert seen["merge"] == 3, seen
     assert seen["merged"] and seen["files"] == ["a.py", "b.py"]
+
+
+def test_the_kept_trees_are_bounded_by_their_bytes(tmp_path, monkeypatch):
+    """A folder may hold 10,000 files: the trees kept for editing are bounded by their bytes,
+    not their count, and a tree that fell out is read again from the store."""
+    from lonca.queue import object_writer
+    monkeypatch.setattr(object_writer, "_TREES", object_writer._Trees())
+    monkeypatch.setattr(object_writer, "_KEPT_BYTES", 200_000)
+    repo = _store(tmp_path)
+    blob = repo.create_blob(b"x")
+    written = []
+    for k in range(40):     # 40 trees of 500 entries: ~5 MB of entries against a 0.2 MB bound
+        writer = TreeWriter(repo)
+        for j in range(500):
+            writer.insert(f"f{k}-{j}.py", blob, pygit2.GIT_FILEMODE_BLOB)
+        written.append(writer.write())
+        kept = object_writer._TREES
+        assert kept._bytes == sum(size for _, size in kept._kept.values()) <= 200_000
+    assert 1 <= len(object_writer._TREES._kept) < 10
+    first = TreeWriter(repo, repo[written[0]])      # fell out: read again
+    assert first.get("f0-499.py") == (blob, pygit2.GIT_FILEMODE_BLOB)
+    first.remove("f0-0.py")
+    builder = repo.TreeBuilder(repo[written[0]])
+    builder.remove("f0-0.py")
+    assert first.write() == builder.write()
