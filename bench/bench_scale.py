@@ -186,11 +186,13 @@ class Pinger:
         return json.loads(self.proc.communicate("stop\n", timeout=60)[0])
 
 
-def cpu_s(pid: int) -> float:
+def cpu_s(pid: int, kernel: bool = False) -> float:
     """The worker's CPU time so far (user + system, all threads): a figure the other loads of a
-    shared machine do not stretch, as they stretch every wait."""
+    shared machine do not stretch, as they stretch every wait. `kernel`: the system part alone,
+    which tells the bench's two modes apart (docs/decisions.md, "Loose objects written with the
+    GIL let go": new files on a disk that deleted many in the last minutes)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return (int(fields[12]) + (0 if kernel else int(fields[11]))) / os.sysconf("SC_CLK_TCK")
 
 
 def rss_peak_mb(pid: int) -> float:
@@ -266,7 +268,7 @@ def one_size(n_files: int, n_changes: int, n_agents: int) -> dict:
             out["first warm, from scratch (s)"] = time.perf_counter() - t if warmed else float("nan")
             out["first warm, from scratch, its CPU (s)"] = warm_lines(w.output)[0][2] / 1000 if warmed else float("nan")
             out["ping max during the first warm (ms)"] = max(pings)
-            cpu = cpu_s(w.proc.pid)
+            cpu, kernel = cpu_s(w.proc.pid), cpu_s(w.proc.pid, kernel=True)
             with w.profiling():
                 out.update(asyncio.run(integrations(w, tokens, n_files, n_changes)))
             profile = json.loads((tmp / "profile.json").read_text())
@@ -275,6 +277,7 @@ def one_size(n_files: int, n_changes: int, n_agents: int) -> dict:
             out["collector's longest pause during integrations (ms)"] = \
                 max((g["longest_ms"] for g in profile["gc"].values()), default=0.0)
             out["worker CPU per integration (ms)"] = (cpu_s(w.proc.pid) - cpu) * 1000 / max(1, out["_landed"])
+            out["  of it in the kernel (ms)"] = (cpu_s(w.proc.pid, kernel=True) - kernel) * 1000 / max(1, out["_landed"])
             time.sleep(1)
             rewarms = [ms for what, ms, _ in warm_lines(w.output) if "changed since" in what]
             out["re-warm after a trunk move, median (ms)"] = median(rewarms) if rewarms else float("nan")

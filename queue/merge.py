@@ -23,6 +23,7 @@ from pygit2.enums import FileMode
 from lonca.symbols import SymbolCache, symbol_table
 from lonca.symbols.twins import first_id, is_overload_stub, one_definition
 
+from .object_writer import TreeWriter, write_commit
 from .symbol_merge import FileMerge, SymbolMerger, empty_outline, import_lines, outline
 from .textmerge import Clash, Segment, clean_bytes, has_clash, merge_lines, one_side, render
 from .tree_diff import file_changes
@@ -122,7 +123,7 @@ def _apply_one_side(repo: pygit2.Repository, base: pygit2.Tree, ours: pygit2.Tre
 def _rebuild(repo: pygit2.Repository, tree: pygit2.Tree | None, folder: str,
              edits: dict[str, dict]) -> pygit2.Oid | None:
     """`tree` (the folder `folder` of trunk) with the edits under it; None when it ends empty."""
-    builder = repo.TreeBuilder(tree) if tree is not None else repo.TreeBuilder()
+    builder = TreeWriter(repo, tree)   # its write lets the GIL go (object_writer)
     for name, entry in edits.get(folder, {}).items():
         if entry is None:
             if builder.get(name) is not None:
@@ -402,6 +403,5 @@ def integrate(repo: pygit2.Repository, trunk_commit: pygit2.Oid | str,
         result = merge_trees(repo, change_base, trunk.id, change.id, cache)
     if result.tree is None:
         return Integration(None, result)
-    oid = repo.create_commit(None, author, committer or author, message,
-                             pygit2.Oid(hex=result.tree), [trunk.id])
+    oid = write_commit(repo, author, committer or author, message, pygit2.Oid(hex=result.tree), [trunk.id])
     return Integration(str(oid), result)

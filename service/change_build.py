@@ -8,6 +8,7 @@ from typing import Callable, Iterator, Mapping, TypeVar
 import pygit2
 
 from lonca.protocol import LoncaError
+from lonca.queue.object_writer import TreeWriter, write_commit, write_object
 from lonca.queue.tree_diff import file_changes
 from lonca.symbols import SymbolCache, TreeEntry, compute_facts, mode_word
 
@@ -149,12 +150,13 @@ def build_commit(repo: pygit2.Repository, base: str, files: list[dict], message:
     differ from another only in case. Only the folders that hold a changed path are rewritten (a
     git index of the whole base tree cost 0.8 µs a file: 83 ms at 100 000 files)."""
     base_tree = repo.get(base).tree
-    edits = {path: None if e is None else (repo.create_blob(e[0]), e[1])
+    # every object through lonca.queue.object_writer, which lets the GIL go while a file is made
+    edits = {path: None if e is None else (write_object(repo, b"blob", e[0]), e[1])
              for path, e in checked_edits(repo, base_tree, files, base_map, case_twins).items()}
     tree = repo[_write_tree(repo, base_tree, edits, "")]
     who = pygit2.Signature(author[:200] or "agent", DAEMON_SIG[1], now_ms // 1000, 0)
-    commit = repo.create_commit(None, who, pygit2.Signature(*DAEMON_SIG, now_ms // 1000, 0), message, tree.id,
-                                [pygit2.Oid(hex=base)])
+    commit = write_commit(repo, who, pygit2.Signature(*DAEMON_SIG, now_ms // 1000, 0), message, tree.id,
+                          [pygit2.Oid(hex=base)])
     return str(commit), built_map(repo, base_tree, tree, base_map)
 
 
@@ -285,7 +287,7 @@ def _write_tree(repo: pygit2.Repository, tree: pygit2.Tree | None, edits: dict, 
     folder left empty. Deletions come first, then folders, then files: a file may take the place
     of a folder the change empties, a folder the place of a file it deletes (check_tree refused
     every other clash)."""
-    builder = repo.TreeBuilder(tree) if tree is not None else repo.TreeBuilder()
+    builder = TreeWriter(repo, tree)
     below: dict[str, dict] = {}
     here: dict[str, tuple[pygit2.Oid, int]] = {}
     for path, edit in edits.items():
@@ -310,10 +312,7 @@ def _write_tree(repo: pygit2.Repository, tree: pygit2.Tree | None, edits: dict, 
         held = builder.get(name)
         if held is not None and held.filemode == pygit2.GIT_FILEMODE_TREE:
             raise LoncaError("invalid", f"the path {prefix + name!r} is a folder of the base: delete its files in the same change")
-        try:
-            builder.insert(name, oid, mode)
-        except pygit2.GitError as e:  # a rule of libgit2's that service.paths does not know yet
-            raise LoncaError("invalid", f"the path {prefix + name!r} can not be written: {e}") from None
+        builder.insert(name, oid, mode)     # its name passed service.paths: git's rules and more
     return builder.write() if len(builder) or not prefix else None
 
 
