@@ -23,11 +23,11 @@ import sys
 import time
 from pathlib import Path
 
+from bench.worker import own_lag
 from lonca.async_client import AsyncClient, ClientPool
 from lonca.client import Unreachable
 from lonca.protocol import LoncaError
 
-LAG_TICK_S = 0.005
 
 
 def raise_descriptor_limit() -> None:
@@ -65,18 +65,12 @@ async def fleet(socket: Path, tokens: list[str], mode: str, pool_size: int, beat
             if pool is None:
                 client.close()
 
-    async def own_lag() -> None:
-        while True:
-            asked = time.perf_counter()
-            await asyncio.sleep(LAG_TICK_S)
-            lag.append([time.monotonic(), (time.perf_counter() - asked - LAG_TICK_S) * 1000])
-
     lag: list[list[float]] = []
     tasks = [asyncio.create_task(agent(tok, random.Random(i))) for i, tok in enumerate(tokens)]
     for _ in tokens:
         await first.acquire()
     print("ready", flush=True)
-    tasks.append(asyncio.create_task(own_lag()))
+    tasks.append(asyncio.create_task(own_lag(lag)))
     wall, cpu = time.monotonic(), time.process_time()
     await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
     cpu_share = (time.process_time() - cpu) / (time.monotonic() - wall)

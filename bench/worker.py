@@ -1,5 +1,6 @@
 """A real worker for benchmarks: a temporary LONCA_HOME, a repository, a logged-in human, and
 connections to drive load."""
+import asyncio
 import contextlib
 import json
 import os
@@ -155,6 +156,18 @@ class _Conn:
         self.sent = time.perf_counter()
         self.sock.sendall(self.lines[self.next % len(self.lines)])
         self.next += 1
+
+
+LAG_TICK_S = 0.005
+
+
+async def own_lag(samples: list[list[float]]) -> None:
+    """How late this process's own event loop runs a task asked every LAG_TICK_S, as [monotonic s,
+    ms] pairs, until cancelled: the part of a time measured by a bench's clients that is theirs."""
+    while True:
+        asked = time.perf_counter()
+        await asyncio.sleep(LAG_TICK_S)
+        samples.append([time.monotonic(), (time.perf_counter() - asked - LAG_TICK_S) * 1000])
 
 
 def pct(values: list[float], p: float) -> float:
