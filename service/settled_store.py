@@ -5,14 +5,13 @@ from dataclasses import fields
 from typing import Iterable
 
 from sqlalchemy import Connection, Table
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
 from lonca.canonical import canonical_text
 
 from .state import ChangeRec, RepoState
-from .store import SettledChangeRow
+from .store import SettledChangeRow, insert_new
 
 TABLE: Table = SettledChangeRow.__table__  # type: ignore[attr-defined,assignment]
 _FIELDS = tuple(f.name for f in fields(ChangeRec))
@@ -24,12 +23,7 @@ def row(repo: str, change: str, seq: int, rec: ChangeRec) -> dict:
 
 
 def write(conn: Connection, rows: list[dict]) -> None:
-    """Insert the rows, leaving those the table holds already (a replay settles again what the
-    durable log settled; a commit cut short may have committed)."""
-    if not rows:
-        return
-    dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
-    conn.execute(dialect.insert(TABLE).on_conflict_do_nothing(), rows)
+    insert_new(conn, TABLE, rows)
 
 
 def pending_rows(repos: Iterable[RepoState]) -> list[dict]:

@@ -5,7 +5,8 @@ import json
 import os
 from pathlib import Path
 
-from sqlalchemy import BigInteger, Index, event
+from sqlalchemy import BigInteger, Connection, Index, Table, event
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Engine, make_url
 
 from lonca.protocol import LoncaError
@@ -81,6 +82,15 @@ def _widen_token_keys(engine: Engine) -> None:
             "AND table_name = 'tokens' AND column_name = 'key_public'").scalar()
         if length is not None:
             conn.exec_driver_sql("ALTER TABLE tokens ALTER COLUMN key_public TYPE VARCHAR")
+
+
+def insert_new(conn: Connection, table: Table, rows: list[dict]) -> None:
+    """Insert the rows, leaving those the table holds already: a replay makes the same rows again
+    (the settled changes, the trunks), and a commit cut short may have committed."""
+    if not rows:
+        return
+    dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
+    conn.execute(dialect.insert(table).on_conflict_do_nothing(), rows)
 
 
 def repos_in_log(engine: Engine) -> list[str]:

@@ -3,23 +3,17 @@ writer's commit and after a replay, read by commit."""
 from typing import Iterable
 
 from sqlalchemy import Connection, Table, func
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, select
 
 from .state import RepoState
-from .store import TrunkRow
+from .store import TrunkRow, insert_new
 
 TABLE: Table = TrunkRow.__table__  # type: ignore[attr-defined,assignment]
 
 
 def write(conn: Connection, rows: list[dict]) -> None:
-    """Insert the rows, leaving those the table holds already (a replay makes the same rows again;
-    a commit cut short may have committed)."""
-    if not rows:
-        return
-    dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
-    conn.execute(dialect.insert(TABLE).on_conflict_do_nothing(), rows)
+    insert_new(conn, TABLE, rows)
 
 
 def pending_rows(repos: Iterable[RepoState]) -> list[dict]:

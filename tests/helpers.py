@@ -208,3 +208,14 @@ def sqlite_write_locked(home):
     finally:
         blocker.rollback()
         blocker.close()
+
+
+def db_rows(worker, sql: str) -> list[tuple]:
+    """The rows of `sql` in a real worker's database (its LONCA_DATABASE_URL, else its SQLite file)."""
+    from sqlalchemy import create_engine, text
+    engine = create_engine(worker.env.get("LONCA_DATABASE_URL") or f"sqlite:///{worker.home / 'lonca.db'}")
+    try:
+        with engine.begin() as conn:
+            return [tuple(r) for r in conn.execute(text(sql))]
+    finally:
+        engine.dispose()

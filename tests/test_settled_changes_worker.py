@@ -1,21 +1,11 @@
 """A real worker keeps its settled changes in the settled_changes table (service/settled.py), on
 SQLite and PostgreSQL: change.get, change.resolve and a new version of a change read them back
 once memory let them go, and after a restart from the checkpoint."""
-from sqlalchemy import create_engine, text
 
-from helpers import acquire, b64, claim_of, propose
+from helpers import acquire, b64, claim_of, db_rows, propose
 from lonca.service.settled import STATUS_WINDOW
 
 APP = "def charge(amount):\n    return amount * 2\n\n\nclass Client:\n    def pay(self):\n        return charge(1)\n"
-
-
-def settled_rows(worker) -> list[tuple[str, str]]:
-    engine = create_engine(worker.env.get("LONCA_DATABASE_URL") or f"sqlite:///{worker.home / 'lonca.db'}")
-    try:
-        with engine.begin() as conn:
-            return [tuple(r) for r in conn.execute(text("SELECT change, status FROM settled_changes ORDER BY seq"))]
-    finally:
-        engine.dispose()
 
 
 def test_settled_changes_are_read_back_from_the_table(repo_env):
@@ -27,7 +17,7 @@ def test_settled_changes_are_read_back_from_the_table(repo_env):
               for n in range(STATUS_WINDOW + 3)]
     assert {d["decision"]["outcome"] for d in denied} == {"deny"}
     first = denied[0]["change"]
-    rows = settled_rows(env.w)
+    rows = db_rows(env.w, 'SELECT change, status FROM settled_changes ORDER BY seq')
     assert [ch for ch, _ in rows] == [d["change"] for d in denied] and {s for _, s in rows} == {"rejected"}
     assert first not in {ch["change"] for ch in env.status()["changes"]}   # out of status's window
     got = c.call("change.get", {"change": first}, token=a)

@@ -3,20 +3,10 @@ on SQLite and PostgreSQL, once each, in the commit of the entry that made it tru
 unknown_base and trunk.distance answer from it, before and after a restart."""
 import time
 
-from sqlalchemy import create_engine, text
+from helpers import acquire, db_rows, propose
 
-from helpers import acquire, propose
-
+TRUNKS = 'SELECT integrations, "commit" FROM trunks ORDER BY integrations'
 APP = "def charge(amount):\n    return amount * 2\n\n\nclass Client:\n    def pay(self):\n        return charge(1)\n"
-
-
-def trunk_rows(worker) -> list[tuple[int, str]]:
-    engine = create_engine(worker.env.get("LONCA_DATABASE_URL") or f"sqlite:///{worker.home / 'lonca.db'}")
-    try:
-        with engine.begin() as conn:
-            return [tuple(r) for r in conn.execute(text('SELECT integrations, "commit" FROM trunks ORDER BY integrations'))]
-    finally:
-        engine.dispose()
 
 
 def integrated(c, token: str, change: str, timeout: float = 30) -> str:
@@ -40,7 +30,7 @@ def test_every_trunk_has_its_row_and_bases_are_judged_by_them(repo_env):
         got = propose(c, a, trunks[-1], {"app.py": APP.replace("amount * 2", f"amount * {n + 3}")})
         assert got["decision"]["outcome"] == "allow", got
         trunks.append(integrated(c, a, got["change"]))
-    assert trunk_rows(env.w) == list(enumerate(trunks))
+    assert db_rows(env.w, TRUNKS) == list(enumerate(trunks))
     assert c.call("trunk.distance", {"base": first}, token=a)["behind"] == 3
     assert c.call("trunk.distance", {"base": trunks[2]}, token=a)["behind"] == 1
     assert c.call("trunk.distance", {"base": "e" * 40}, token=a)["behind"] is None
@@ -48,7 +38,7 @@ def test_every_trunk_has_its_row_and_bases_are_judged_by_them(repo_env):
     assert stale["decision"]["outcome"] == "deny" and "stale_trunk" in stale["decision"]["reasons"]
     env.w.stop()
     env.w.start()
-    assert trunk_rows(env.w) == list(enumerate(trunks))    # the start's replay writes no row twice
+    assert db_rows(env.w, TRUNKS) == list(enumerate(trunks))    # the start's replay writes no row twice
     with env.w.client() as c2:
         assert c2.call("trunk.distance", {"base": first}, token=a)["behind"] == 3
         assert c2.call("trunk.distance", {"base": "e" * 40}, token=a)["behind"] is None
