@@ -12,9 +12,8 @@ from lonca.protocol import SIGNATURE_LIFETIME_MS, SIGNATURE_SKEW_MS, ZERO_HASH
 from . import presence
 from .lease_model import Interest, LeaseIndex, LeaseSet, Reservation, items_conflict, split
 from .policy import DEFAULT, Policy
-from . import trunk_history
 from .settled import STATUS_WINDOW, Reader, SettledChanges
-from .trunk_history import TrunkHistory
+from .trunk_history import Reader as TrunkReader, TrunkHistory
 
 EVENTS_KEPT = 1000  # the events a session can still read (`events`, `inbox`): its latest this many
 EXPIRIES_MIN = 256  # the expiry heap is pruned past twice this many items, or twice what it kept last time
@@ -326,7 +325,7 @@ class RepoState:
 
 class State:
     def __init__(self, policy_of: Callable[[str, str], Policy] = lambda repo, pid: DEFAULT,
-                 settled_reader: Reader | None = None, trunk_reader: trunk_history.Reader | None = None):
+                 settled_reader: Reader | None = None, trunk_reader: TrunkReader | None = None):
         self.repos: dict[str, RepoState] = {}
         self.settled_reader = settled_reader  # the table of settled changes; None: they stay in memory
         self.trunk_reader = trunk_reader  # the table of trunks; None: they stay in memory

@@ -7,8 +7,8 @@ settled changes had left it (docs/decisions.md, "What the soak's worker grows by
 full"). So memory keeps the latest WINDOW trunks (they are in the checkpoint), and the others
 are in the `trunks` table (service/trunk_store.py), written by the log writer in the commit of
 the entry that made them trunk, as for settled changes (service/settled.py). A method that asks
-about an older commit reads the table on a thread (read_methods.trunk_position), which leaves
-the answer here for the decision that follows on the event loop.
+about an older commit reads the table on a thread (`TrunkHistory.find`), which leaves the
+answer here for the decision that follows on the event loop.
 
 A row is keyed by the integration count, one per entry that moved trunk, so a replay's rows
 are the same whenever it writes them; a commit that was trunk twice answers its latest count,
