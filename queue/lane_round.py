@@ -289,10 +289,9 @@ def run_screened(repo: pygit2.Repository, trunk: str, changes: list[QueuedChange
         ids = {c.change for c in lane}
         if ids & known.suspect:
             suspect.append(lane)
-        elif ids <= known.cleared:
-            if len(lane) <= room:
-                cleared.append(lane)
-                room -= len(lane)
+        elif ids <= known.cleared and room:     # a lane's first changes when it does not fit
+            cleared.append(lane[:room])
+            room -= len(cleared[-1])
         else:
             fresh.append(lane)
     left = runners - bool(cleared) - 1      # a runner kept for the fresh
