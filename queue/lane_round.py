@@ -294,7 +294,7 @@ def run_screened(repo: pygit2.Repository, trunk: str, changes: list[QueuedChange
             room -= len(cleared[-1])
         else:
             fresh.append(lane)
-    left = runners - bool(cleared) - 1      # a runner kept for the fresh
+    left = runners - bool(cleared) - bool(fresh)    # a runner kept for the fresh, if any
     taken_suspects = []
     for lane in suspect:    # cut to the runners left: a passing cut is whole, and lands
         if (cut := lane[:left]):
