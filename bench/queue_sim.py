@@ -16,14 +16,21 @@ bench's check). Policies:
   ("leave one out") and each suspect lane alone; the biggest passing tree of fresh lanes lands at
   the wave's end; the group a single culprit hides in comes back as suspects, each lane checked
   alone in the next round (a failing one of one change is rejected on that tree), its innocents
-  back into the next union.
+  back into the next union (measured, rejected: with 16 changes two culprits or more come in
+  half the rounds, and then no tree of the wave passes).
+- `wave`: run_screened as in queue/lane_round.py (screened rounds): one wave a round, L = trunk
+  + the cleared lanes, L + each group of fresh lanes (g from the observed failure rate, Dorfman),
+  each suspect lane's prefixes alone on trunk; the biggest passing tree lands.
+
+`python -m bench.queue_sim` prints the means over eight shufflings of the workload (seeds
+15-22; one run of this model is chaotic: a round that ends a little later takes a different
+window). SIM_SLOT_S, SIM_MERGE_S, SIM_LOG_S set the costs, SIM_TRACE=1 prints each decision.
 """
 from __future__ import annotations
 
 import heapq
 import itertools
 import os
-import sys
 from dataclasses import dataclass, field
 from typing import Callable, Generator
 

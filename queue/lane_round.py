@@ -17,6 +17,10 @@ checks at once, the union is verified beside the lanes in `runners - 1` groups:
   passed so far are checked as one tree: when it passes it lands as that wave ends, a wave
   sooner, and what passed in that wave goes back to the queue.
 
+`run_screened` is the other round of `[queue] rounds` (the default under `speculate`): one wave a
+round, fresh lanes screened in groups sized by the failure rate, what a wave cleared landing as
+one tree in the next (docs/decisions.md, "Screened rounds").
+
 No tree lands on another tree's verdict: a lane that passed on trunk says nothing of trunk plus
 another lane (docs/decisions.md, "Independent lanes, flaky retries, priority…"). Speculation
 costs runners, never a check of the landed tree. With one lane, or one runner, the round is

@@ -112,7 +112,11 @@ class QueueRunner:
         that depend on nothing the first may still reject or requeue) while the first one's
         checks and culprit search go on. The next round is logged only if trunk is then exactly
         the tree it was built on; otherwise it is thrown away unlogged, its changes still queued.
-        Either way a tree lands only on passing checks of exactly that tree."""
+        Either way a tree lands only on passing checks of exactly that tree.
+
+        Under `[queue] rounds = "screened"` (the default) rounds are one wave each, one at a time
+        (run_screened): what a wave said of the changes it left queued is kept here by change
+        and commit (`_screen`), a prediction that places them in the next wave, never a verdict."""
         head = self._start(rs, rs.trunk, None)
         nxt: _InFlight | None = None
         try:
