@@ -17,8 +17,9 @@ Strategies, each a policy of the same worker ([queue] runners, speculate):
   (a) today's single batch and bisection: runners = 1, whatever the machines have;
   (b) lanes only: runners = N, speculate = false (lanes verified in parallel, a failing run
       bisected one prefix at a time);
-  (c) lanes and speculation: runners = N, speculate = true (a failing run's prefixes verified
-      as many at once as runners are free).
+  (c) lanes and speculation: runners = N, speculate = true, and [queue] rounds at its default,
+      "screened" (one wave a round: fresh lanes screened in groups sized by the failure rate,
+      what a wave cleared landing as one tree in the next; docs/decisions.md, "Screened rounds").
 With one runner the three are one policy (lanes need a second runner), run once.
 
 The runners are the worker's embedded subprocess runner with N slots by default, or N Celery

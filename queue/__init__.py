@@ -53,6 +53,10 @@ Batching (batching.py, lanes.py, lane_round.py)
   `speculate` (the policy's [queue] speculate): prefixes bisected as wide as runners are free,
   and what passed so far checked as one tree beside each wave that looks for culprits;
   `announce(chain)` (pipelining) is told the tree the round lands if its checks pass.
+- `run_screened(repo, trunk, changes, footprints, verify, runners, batch, p, known: Screening)
+  -> (BatchOutcome, Screening)`: one wave (the policy's `[queue] rounds = "screened"`): the cleared
+  lanes as L, L + groups of `group_size(p)` fresh changes, each suspect lane's prefixes on trunk;
+  the biggest passing tree lands; the rest is queued with what the wave said of it.
 - `Slots(size).take(priority)` (slots.py): the runner slots shared by rounds in flight.
 """
 # This folder is named `queue` and sits at the repository root: when the root is on sys.path
@@ -75,7 +79,7 @@ if __name__ == "queue":
 if __name__ != "queue":
     from .attest import attestations
     from .batching import BatchOutcome, QueuedChange, Verdict, find_culprit, find_culprit_wide, run_batch
-    from .lane_round import run_lanes
+    from .lane_round import Screening, group_size, run_lanes, run_screened
     from .lanes import Footprint, ahead, clear_of, depends, footprint, partition
     from .checkout import checkout_tree
     from .checks import CheckRun, run_check
@@ -86,5 +90,5 @@ if __name__ != "queue":
         "BatchOutcome", "CheckResult", "ahead", "clear_of", "CheckRun", "CheckSpec", "Footprint", "Integration",
         "MergeResult", "QueuedChange", "Verdict", "attestations", "checkout_tree", "depends",
         "find_culprit", "find_culprit_wide", "footprint", "integrate", "merge_trees", "partition", "reasons",
-        "run_batch", "run_check", "run_lanes", "verify_tree",
+        "run_batch", "run_check", "run_lanes", "run_screened", "Screening", "group_size", "verify_tree",
     ]

@@ -17,6 +17,10 @@ checks at once, the union is verified beside the lanes in `runners - 1` groups:
   passed so far are checked as one tree: when it passes it lands as that wave ends, a wave
   sooner, and what passed in that wave goes back to the queue.
 
+`run_screened` is the other round of `[queue] rounds` (the default under `speculate`): one wave a
+round, fresh lanes screened in groups sized by the failure rate, what a wave cleared landing as
+one tree in the next (docs/decisions.md, "Screened rounds").
+
 No tree lands on another tree's verdict: a lane that passed on trunk says nothing of trunk plus
 another lane (docs/decisions.md, "Independent lanes, flaky retries, priority…"). Speculation
 costs runners, never a check of the landed tree. With one lane, or one runner, the round is
@@ -244,3 +248,128 @@ def run_lanes(repo: pygit2.Repository, trunk: str, changes: list[QueuedChange],
     gone = {c.change for c, _ in out.landed} | {c.change for c, _ in out.rejected}
     out.requeued = [c for c in rest if c.change not in gone]
     return out
+
+
+def group_size(p: float, most: int = 16) -> int:
+    """Dorfman's group size for a failure rate `p`: the g that minimises the checks a change
+    costs when a group of g is checked first and its lanes alone after it failed,
+    1/g + 1 - (1 - p)^g (4 at p = 0.1, 3 at 0.2), against 1 for a change checked alone (above
+    p = 0.31 or so)."""
+    return min(range(1, most + 1), key=lambda g: 1.0 if g == 1 else 1 / g + 1 - (1 - p) ** g)
+
+
+@dataclass
+class Screening:
+    """What the queue's last rounds said of changes still queued: a prediction that places them
+    in the next round, never a verdict (no tree lands on it). `cleared`: held by a tree that
+    passed; `suspect`: held by a failing group, to be checked alone."""
+    cleared: set[str]
+    suspect: set[str]
+
+
+def run_screened(repo: pygit2.Repository, trunk: str, changes: list[QueuedChange], prints: list[Footprint],
+                 verify: Verify, runners: int, batch: int, p: float, known: Screening,
+                 committer: pygit2.Signature | None = None, cache: SymbolCache | None = None,
+                 lane_most: int = 2) -> tuple[BatchOutcome, Screening]:
+    """One wave of `runners` checks over the queue's first `changes`, each candidate built on
+    trunk (docs/decisions.md, "Screened rounds"):
+
+    - L: trunk + the cleared lanes (at most `batch` - g changes), which lands when it passes;
+    - L + each group of the fresh lanes, g = group_size(p) changes a group: a passing group is
+      cleared, and lands when it is the biggest passing tree; a failing one's lanes are suspects;
+    - each suspect lane's prefixes alone on trunk (a lane's first `lane_most` changes): the
+      first failing prefix rejects its last change on that tree (trunk + only what it depends
+      on), the prefixes before it are cleared.
+
+    Lands the biggest passing tree of whole lanes, on the verdict of exactly that tree; the rest
+    stays queued with what the wave said of it (the returned Screening). L failing (lanes that
+    pass apart and fail together) makes its lanes suspects, each then landable alone."""
+    cache = cache if cache is not None else SymbolCache()
+    out = BatchOutcome(trunk)
+    merges: Merges = {}
+    g = max(1, group_size(p))
+    lanes = [[changes[i] for i in lane][:lane_most] for lane in partition(prints)]
+    cleared, suspect, fresh, room = [], [], [], max(1, batch - g)
+    for lane in lanes:
+        ids = {c.change for c in lane}
+        if ids & known.suspect:
+            suspect.append(lane)
+        elif ids <= known.cleared and room:     # a lane's first changes when it does not fit
+            cleared.append(lane[:room])
+            room -= len(cleared[-1])
+        else:
+            fresh.append(lane)
+    left = runners - bool(cleared) - bool(fresh)    # a runner kept for the fresh, if any
+    taken_suspects = []
+    for lane in suspect:    # cut to the runners left: a passing cut is whole, and lands
+        if (cut := lane[:left]):
+            taken_suspects.append(cut)
+            left -= len(cut)
+    budget, taken, n = runners - bool(cleared) - sum(map(len, taken_suspects)), [], 0
+    for lane in fresh:
+        if n >= budget * g:
+            break
+        taken.append(lane)
+        n += len(lane)
+    groups = _split(taken, min(budget, -(-n // g))) if n and budget > 0 else []
+
+    def chain_of(tip: str, order: list[QueuedChange]) -> Chain:
+        return integrate_chain(repo, tip, order, committer, cache, out, merges)
+
+    base = chain_of(trunk, [c for lane in cleared for c in lane])
+    tip = base[-1][1] if base else trunk
+    # (kind, chain, lanes, future): L, a group on L, a suspect lane's prefix on trunk
+    cands: list[tuple[str, Chain, list[list[QueuedChange]], Future]] = []
+    with ThreadPoolExecutor(max_workers=runners, thread_name_prefix="lonca-screen") as pool:
+        def check(kind: str, chain: Chain, part: list[list[QueuedChange]]) -> None:
+            cands.append((kind, chain, part, pool.submit(verify, [c for c, _ in chain], chain[-1][1])))
+        if base:
+            check("L", base, cleared)
+        for part in groups:
+            if (more := chain_of(tip, [c for lane in part for c in lane])):
+                check("group", base + more, part)
+        for lane in taken_suspects:
+            chain = chain_of(trunk, lane)
+            for k in range(1, len(chain) + 1):
+                check("suspect", chain[:k], [lane])
+        verdicts = [f.result() for *_, f in cands]
+    conflicted = {c.change for c, _ in out.conflicted}
+    out.conflicted = list({c.change: (c, i) for c, i in out.conflicted}.values())
+    whole = [(chain, v) for (kind, chain, part, _), v in zip(cands, verdicts)
+             if v.ok and (kind != "suspect" or len(chain) == len([c for c in part[0] if c.change not in conflicted]))]
+    if whole:
+        out.landed, out.landed_verdict = max(whole, key=lambda cv: len(cv[0]))
+    gone = {c.change for c, _ in out.landed} | conflicted
+    now = Screening(set(known.cleared), set(known.suspect))
+    culprit_of: dict[int, bool] = {}
+
+    def mark(ids: list[str], into: set[str]) -> None:
+        for cid in ids:
+            now.cleared.discard(cid)
+            now.suspect.discard(cid)
+            if cid not in gone:
+                into.add(cid)
+    for (kind, chain, part, _), v in zip(cands, verdicts):
+        ids = [c.change for c, _ in chain]
+        if kind == "L":
+            mark(ids, now.cleared if v.ok else now.suspect)
+        elif kind == "group":
+            mine = [c.change for lane in part for c in lane if c.change not in conflicted]
+            if v.ok:
+                mark(mine, now.cleared)
+            elif not base and len(part) == 1 and len(part[0]) == 1:     # trunk + that change alone failed
+                out.rejected.append((part[0][0], v))
+            else:
+                mark(mine, now.suspect)
+        elif id(part[0]) not in culprit_of:     # a suspect lane's prefixes, shortest first
+            if v.ok:
+                mark(ids[-1:], now.cleared)
+            else:
+                culprit_of[id(part[0])] = True
+                out.rejected.append((chain[-1][0], v))
+                mark([c.change for c in part[0][len(chain):]], set())  # they met the culprit: fresh again
+    gone |= {c.change for c, _ in out.rejected}
+    now.cleared -= gone
+    now.suspect -= gone
+    out.requeued = [c for c in changes if c.change not in gone]
+    return out, now

@@ -68,6 +68,7 @@ class Policy:
     runners: int = 1  # checks run at once; above 1, independent lanes are verified in parallel
     runner: str = "embedded"  # or "celery": checks run on `lonca runner` processes through the broker
     speculate: bool = True  # a failing run's prefixes are verified as many at once as runners are free
+    rounds: str = "screened"  # under speculate: one wave a round screening groups ("pipelined": rounds in flight)
     problem: str | None = None  # why lonca.toml could not be read (then these are the defaults)
     # policy.cedar of the same commit, parsed once (service/cedar_policy.py: a Cedar, an
     # Unreadable, or None when the commit has none); not a key of lonca.toml
@@ -281,6 +282,7 @@ SETTINGS = (
     Setting("queue", "runners", "runners", "int", 1),
     Setting("queue", "runner", "runner", "choice", choices=("embedded", "celery")),
     Setting("queue", "speculate", "speculate", "bool"),
+    Setting("queue", "rounds", "rounds", "choice", choices=("screened", "pipelined")),
 )
 _BY_KEY = {(s.table, s.key): s for s in SETTINGS}
 TABLES = tuple(dict.fromkeys(s.table for s in SETTINGS))

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 import pygit2
 
 from lonca.protocol import LoncaError
-from lonca.queue import (CheckSpec, Footprint, QueuedChange, Verdict, ahead, attestations, clear_of, footprint, reasons,
-                         run_lanes, verify_tree)
+from lonca.queue import (CheckSpec, Footprint, QueuedChange, Screening, Verdict, ahead, attestations, clear_of, footprint,
+                         reasons, run_lanes, run_screened, verify_tree)
 from lonca.queue.checkout import KeptCheckout, slot_folder, sweep_slots
 from lonca.queue.checks import kill_running
 from lonca.queue.slots import Slots
@@ -53,6 +53,10 @@ class QueueRunner:
         self._slots: dict[str, Slots] = {}      # repo -> its runner slots, shared by its rounds in flight
         self._rounds = 0                        # rounds started: the older round's checks go first
         self._kept: dict[tuple[str, int], KeptCheckout] = {}   # (repo, slot) -> its checkout
+        # screened rounds: what the last waves said of queued changes (by change and commit, a
+        # prediction only), and the checks' observed failure rate, (rejected + 1) / (decided + 10)
+        self._screen: dict[str, tuple[dict[str, str], dict[str, str]]] = {}
+        self._outcomes: dict[str, list[int]] = {}  # repo -> [rejected by checks, decided]
 
     def start(self, on_fatal) -> None:
         self._task = supervise("merge queue", self._run(), on_fatal)
@@ -108,7 +112,11 @@ class QueueRunner:
         that depend on nothing the first may still reject or requeue) while the first one's
         checks and culprit search go on. The next round is logged only if trunk is then exactly
         the tree it was built on; otherwise it is thrown away unlogged, its changes still queued.
-        Either way a tree lands only on passing checks of exactly that tree."""
+        Either way a tree lands only on passing checks of exactly that tree.
+
+        Under `[queue] rounds = "screened"` (the default) rounds are one wave each, one at a time
+        (run_screened): what a wave said of the changes it left queued is kept here by change
+        and commit (`_screen`), a prediction that places them in the next wave, never a verdict."""
         head = self._start(rs, rs.trunk, None)
         nxt: _InFlight | None = None
         try:
@@ -137,7 +145,10 @@ class QueueRunner:
         if ahead is not None:
             held = [p for cid, p in zip(ahead.window, ahead.prints) if cid not in ahead.landing]
             order = [order[i] for i in clear_of([self._print(rs, cid) for cid in order], held)]
-        window = order[: max(1, rs.policy.batch_size)]
+        screened = rs.policy.speculate and rs.policy.runners > 1 and rs.policy.rounds == "screened"
+        # a screened round picks its wave from more of the queue: the cleared, the suspects, and
+        # groups of fresh changes for every runner left
+        window = order[: max(1, rs.policy.batch_size) * (4 if screened else 1)]
         if not window:
             return None
         batch = [self._queued(rs, cid) for cid in window]
@@ -151,7 +162,7 @@ class QueueRunner:
             slots = self._slots[repo] = Slots(pol.runners)
         self._rounds += 1
         loop = asyncio.get_running_loop()
-        r = _InFlight(base, window, prints, pol.speculate and pol.runners > 1, loop.create_future())
+        r = _InFlight(base, window, prints, pol.speculate and pol.runners > 1 and not screened, loop.create_future())
         watched = self.d.running.begin(repo, "integrate", window)
         order_no = self._rounds
 
@@ -173,13 +184,27 @@ class QueueRunner:
         groups = max(2, pol.runners // 2 - 1) if ahead is not None else None
 
         redacted, maps = frozenset(rs.redacted), self.d.tree_maps
+        cleared, suspect = self._screen.get(repo, ({}, {}))
+        commits = {q.change: q.commit for q in batch}
+        known = Screening({c for c, k in cleared.items() if commits.get(c) == k},
+                          {c for c, k in suspect.items() if commits.get(c) == k})
+        failed, decided = self._outcomes.setdefault(repo, [0, 0])
+        rate = (failed + 1) / (decided + 10)
 
         def work():
             if ahead is None:   # a round beside one in flight meets the lock when it lands
                 self._trunk_unlocked(rs)    # a stat: here, not on the loop, which would wait for the GIL after it
             store = self.d.store(repo)
-            out = run_lanes(store, base, batch, prints, verify, pol.runners, committer, symbols,
-                            speculate=pol.speculate, announce=announce if r.pipelined else None, groups=groups)
+            if screened:
+                out, now = run_screened(store, base, batch, prints, verify, pol.runners, pol.batch_size, rate, known,
+                                        committer, symbols)
+                self._screen[repo] = ({c: commits[c] for c in now.cleared}, {c: commits[c] for c in now.suspect})
+                tally = self._outcomes[repo]
+                tally[0] += len(out.rejected)
+                tally[1] += len(out.rejected) + len(out.landed)
+            else:
+                out = run_lanes(store, base, batch, prints, verify, pol.runners, committer, symbols,
+                                speculate=pol.speculate, announce=announce if r.pipelined else None, groups=groups)
             # a conflict's names are read from the base's side too: none of a redacted blob's is logged
             files = maps.get(store, base) if redacted and out.conflicted else {}
             paths = {c.split("#", 1)[0] for _q, i in out.conflicted for c in i.conflicts}

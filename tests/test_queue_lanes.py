@@ -49,7 +49,7 @@ def _trees_have_their_attestations(env):
 
 def test_independent_lanes_land_what_passed_and_reject_each_culprit(repo_env, tmp_path):
     env = repo_env
-    _policy(env, tmp_path, 1.0, "[queue]\nrunners = 3\n")
+    _policy(env, tmp_path, 1.0, '[queue]\nrunners = 3\nrounds = "pipelined"\n')
     c = env.client
     base = env.status()["trunk"]
     first = env.agent("first")["token"]
@@ -178,7 +178,7 @@ def test_the_next_round_runs_on_the_tree_a_round_is_about_to_land(repo_env, tmp_
              "open(sys.argv[1], 'a').write(json.dumps([start, names]) + '\\n'); sys.exit(1 if bad else 0)")
     env = repo_env
     env.policy(f'[verification]\ntests = {json.dumps(["python3", "-c", check, str(spans)])}\nbatch_size = 3\n'
-               '[queue]\nrunners = 4\n')
+               '[queue]\nrunners = 4\nrounds = "pipelined"\n')
     c = env.client
     ids = _propose_each(env, ("first", "a", "b", "c", "d", "e"))
     for name, (cid, t) in ids.items():
@@ -212,7 +212,7 @@ def test_a_round_built_on_an_announced_tree_that_fails_is_thrown_away(repo_env, 
              "sys.exit(1 if bad or {'t.py', 'p.py'} <= names else 0)")
     env = repo_env
     env.policy(f'[verification]\ntests = {json.dumps(["python3", "-c", check, str(spans)])}\nbatch_size = 3\n'
-               '[queue]\nrunners = 4\n')
+               '[queue]\nrunners = 4\nrounds = "pipelined"\n')
     c = env.client
     base = env.status()["trunk"]
     ids = _propose_each(env, ("first", "t", "p", "b", "d", "e"))
@@ -234,3 +234,51 @@ def test_a_round_built_on_an_announced_tree_that_fails_is_thrown_away(repo_env, 
     # the next round did run on t + p, the tree that never became trunk
     seen = [set(json.loads(line)) for line in spans.read_text().splitlines()]
     assert any({"t.py", "p.py", "d.py"} <= names for names in seen)
+
+
+def test_screened_rounds_check_groups_of_the_failure_rate_and_reject_each_culprit_alone(repo_env, tmp_path):
+    # [queue] rounds = "screened" (the default): after `first`, eight fresh changes at the prior
+    # failure rate (1 / 11) go in Dorfman groups of four, each on trunk; both fail (f2, f5), so
+    # their lanes are checked alone next: each culprit is rejected on trunk + itself, the rest
+    # lands on trees checked as they are
+    seen = tmp_path / "seen.txt"
+    check = ("import json, pathlib, sys, time; time.sleep(0.5); lib = pathlib.Path('lib'); "
+             "names = sorted(p.stem for p in lib.glob('*.py')); "
+             "open(sys.argv[1], 'a').write(json.dumps(names) + '\\n'); "
+             "sys.exit(1 if any('BAD' in (lib / (n + '.py')).read_text() for n in names) else 0)")
+    env = repo_env
+    env.policy(f'[verification]\ntests = {json.dumps(["python3", "-c", check, str(seen)])}\nbatch_size = 8\n'
+               '[queue]\nrunners = 4\n')
+    c = env.client
+    base = env.status()["trunk"]
+    names = ["first"] + [f"f{i}" for i in range(8)]
+    ids = {}
+    for name in names:
+        token = env.agent(name)["token"]
+        acquire(c, token, f"lib/{name}.py#<file>")
+        body = f"def {name}():\n    return {'BAD' if name in ('f2', 'f5') else 1}\n"
+        ids[name] = (propose(c, token, base, {f"lib/{name}.py": body})["change"], token)
+        if name == "first":
+            time.sleep(0.2)     # `first` is checked alone; the eight wait for it
+    store = pygit2.Repository(str(env.w.home / "repos" / "demo.git"))
+
+    def lib(rev: str) -> set[str]:
+        tree = store[rev].peel(pygit2.Tree)
+        return {e.name for e in store[tree["lib"].id]} if "lib" in tree else set()
+    for name, (cid, token) in ids.items():
+        got = wait_status(c, token, cid, "rejected" if name in ("f2", "f5") else "integrated", timeout=90)
+        if name in ("f2", "f5"):
+            att = next(e["entry"] for e in env.log() if e["entry"]["seq"] == got["integrate_seq"])["evidence"][0]
+            assert att["result"] == "fail"
+            rest = {e["entry"]["op"].get("merged") if e["entry"]["op"]["op"] == "change.integrate"
+                    else e["entry"]["op"]["merged"][-1][1] for e in env.log()
+                    if e["entry"]["op"]["op"] in ("change.integrate", "change.integrate_batch")
+                    and e["entry"]["decision"]["outcome"] == "allow"}
+            # the failing tree: a trunk of the log and the culprit alone
+            assert any(lib(att["subject_tree"]) == lib(t) | {f"{name}.py"} for t in rest | {base})
+    had = {n.removesuffix(".py") for n in lib(base)} | {"first"}
+    checked = [set(json.loads(line)) - had for line in seen.read_text().splitlines()]
+    assert {"f0", "f1", "f2", "f3"} in checked and {"f4", "f5", "f6", "f7"} in checked
+    assert _trees_have_their_attestations(env) >= 2
+    res = env.w.cli("audit", "verify", "--json")
+    assert res.returncode == 0, res.stderr

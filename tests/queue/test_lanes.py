@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lonca.queue import (CheckSpec, Footprint, QueuedChange, Verdict, ahead, clear_of, depends, footprint, partition, reasons,
-                         run_lanes, verify_tree)
+from lonca.queue import (CheckSpec, Footprint, QueuedChange, Screening, Verdict, ahead, clear_of, depends, footprint, partition,
+                         reasons, run_lanes, run_screened, verify_tree)
 
 from queue_git import SIG, commit, files_of
 
@@ -367,3 +367,88 @@ def test_a_round_beside_another_checks_fewer_groups_first(tmp_path):
         frozenset(f"f{i}.txt" for i in range(7)), frozenset(f"f{i}.txt" for i in range(4)),
         frozenset(f"f{i}.txt" for i in range(4, 7))}
     assert {c.change for c, _ in out.landed} | {c.change for c in out.requeued} == {"c0", "c1", "c2", "c4", "c5", "c6"}
+
+
+# -- screened rounds against an oracle --------------------------------------------------------
+
+def _tree_verdict(root):
+    """verify(prefix, commit) in Python over the candidate's real tree (no process: many rounds
+    per example): fails on a file saying BAD, or on together.txt and apart.txt both there."""
+    seen: dict[str, Verdict] = {}
+
+    def verify(prefix, candidate):
+        repo = pygit2.Repository(str(root))
+        files = files_of(repo, candidate)
+        bad = any(b"BAD" in data for data in files.values()) or {"together.txt", "apart.txt"} <= set(files)
+        seen[candidate] = Verdict(not bad, ["verification_failed:tests"] if bad else [], candidate)
+        return seen[candidate]
+    return verify, seen
+
+
+# each change: (its lane's file, failing); lane 0..3 are files several changes may share
+screen_st = st.lists(st.tuples(st.sampled_from(["l0", "l1", "l2", "l3", "own", "own", "own", "pair"]),
+                               st.integers(0, 9).map(lambda n: n == 0)), min_size=1, max_size=14)
+
+
+@settings(max_examples=40, deadline=None)
+@given(screen_st, st.integers(2, 5), st.integers(2, 8))
+def test_screened_rounds_land_each_passing_change_once_and_reject_each_failing_one_on_its_own_lane(
+        tmp_path_factory, spec, runners, batch):
+    tmp = tmp_path_factory.mktemp("screen")
+    repo, trunk = _repo(tmp)
+    base = trunk
+    made, lane_of, failing, pair = [], {}, set(), []
+    for i, (kind, bad) in enumerate(spec):
+        name = f"c{i}"
+        if kind == "pair" and len(pair) < 2:    # two changes that pass apart and fail together
+            files = {["together.txt", "apart.txt"][len(pair)]: b"half\n"}
+            pair.append(name)
+            bad = False
+        elif kind.startswith("l"):      # a lane: changes sharing a file (same bytes: they merge)
+            files = {f"{kind}.txt": b"lane\n"}
+        else:
+            kind = f"own{i}"
+            files = {}
+        files[f"{name}.txt"] = f"{name} {'BAD' if bad else 'ok'}\n".encode()
+        made.append(_change(repo, trunk, name, files))
+        lane_of[name] = next(iter(files))
+        if bad:
+            failing.add(name)
+    verify, seen = _tree_verdict(tmp / "r.git")
+    queued = list(made)
+    known = Screening(set(), set())
+    landed: list[str] = []
+    rejected: dict[str, Verdict] = {}
+    heads = {base}
+    for _ in range(20 * len(spec) + 20):
+        if not queued:
+            break
+        out, known = run_screened(repo, trunk, [q for q, _ in queued], [p for _, p in queued], verify, runners,
+                                  batch, 0.1, known)
+        assert not out.conflicted
+        if out.landed:      # a chain on trunk whose tip passed, exactly
+            assert out.landed_verdict is seen[out.landed[-1][1]] and out.landed_verdict.ok
+            parent = trunk
+            for _, c in out.landed:
+                assert [str(x) for x in repo[c].parent_ids] == [parent]
+                parent = c
+            trunk = out.trunk_after
+            heads.add(trunk)
+            landed += [q.change for q, _ in out.landed]
+        for q, v in out.rejected:
+            assert not v.ok
+            # the failing tree is a trunk and the culprit's own lane's prefix, nothing else
+            at, lane = v.detail, []
+            while at not in heads:
+                lane.append(repo[at].message.strip())
+                [at] = [str(x) for x in repo[at].parent_ids]
+            assert lane[0] == q.change and {lane_of[n] for n in lane} == {lane_of[q.change]}
+            rejected[q.change] = v
+        gone = set(landed) | set(rejected)
+        queued = [(q, p) for q, p in queued if q.change not in gone]
+    assert not queued, "the rounds did not decide every change"
+    assert len(landed) == len(set(landed))
+    # a passing change lands; of a pair that fail together, the later to meet the other is rejected
+    assert set(rejected) - set(pair) == failing
+    assert set(landed) == {q.change for q, _ in made} - failing - set(rejected)
+    assert len(set(pair) & set(rejected)) == (1 if len(pair) == 2 else 0)
