@@ -195,24 +195,28 @@ class QueueRunner:
             if ahead is None:   # a round beside one in flight meets the lock when it lands
                 self._trunk_unlocked(rs)    # a stat: here, not on the loop, which would wait for the GIL after it
             store = self.d.store(repo)
+            screening = None
             if screened:
-                out, now = run_screened(store, base, batch, prints, verify, pol.runners, pol.batch_size, rate, known,
-                                        committer, symbols)
-                self._screen[repo] = ({c: commits[c] for c in now.cleared}, {c: commits[c] for c in now.suspect})
-                tally = self._outcomes[repo]
-                tally[0] += len(out.rejected)
-                tally[1] += len(out.rejected) + len(out.landed)
+                out, screening = run_screened(store, base, batch, prints, verify, pol.runners, pol.batch_size, rate,
+                                              known, committer, symbols)
             else:
                 out = run_lanes(store, base, batch, prints, verify, pol.runners, committer, symbols,
                                 speculate=pol.speculate, announce=announce if r.pipelined else None, groups=groups)
             # a conflict's names are read from the base's side too: none of a redacted blob's is logged
             files = maps.get(store, base) if redacted and out.conflicted else {}
             paths = {c.split("#", 1)[0] for _q, i in out.conflicted for c in i.conflicts}
-            return out, {p for p in paths if (e := files.get(p)) is not None and e.oid in redacted}
+            return out, {p for p in paths if (e := files.get(p)) is not None and e.oid in redacted}, screening
 
         async def run():
             try:
-                return await asyncio.to_thread(work)
+                out, hidden, screening = await asyncio.to_thread(work)
+                if screening is not None:   # the queue's own state, written on the loop, not by the round's thread
+                    self._screen[repo] = ({c: commits[c] for c in screening.cleared},
+                                          {c: commits[c] for c in screening.suspect})
+                    tally = self._outcomes[repo]
+                    tally[0] += len(out.rejected)
+                    tally[1] += len(out.rejected) + len(out.landed)
+                return out, hidden
             finally:
                 self.d.verifying.difference_update(window)
                 self.d.running.end(repo, watched)
