@@ -35,6 +35,8 @@ OUT = os.environ.get("BENCH_SAMPLE_OUT", "")
 SAMPLE_S = float(os.environ.get("BENCH_SAMPLE_S", "60"))
 TRACE_FRAMES = int(os.environ.get("BENCH_SAMPLE_TRACE", "0"))
 PROBE_S = float(os.environ.get("BENCH_SAMPLE_PROBE_S", "0"))
+CENSUS = bool(os.environ.get("BENCH_SAMPLE_CENSUS"))
+DUMP_DIR = os.environ.get("BENCH_SAMPLE_DUMP", "")   # each traced snapshot also dumped there, to compare offline
 _libc = ctypes.CDLL(None)
 
 
@@ -191,12 +193,70 @@ def referrers(sites: list[str], per_site: int = 2, depth: int = 8) -> list[dict]
         gc.freeze()
 
 
+def untracked_by_holder() -> tuple[dict[int, int], int]:
+    """Bytes of the objects gc does not track (str, int, bytes, tuples and dicts of atoms) by the
+    tracked object that holds them (its id), and the bytes of every object gc can reach: what
+    pymalloc holds beyond that is held from C only (a cache of an extension, interned strings)."""
+    gc.unfreeze()
+    try:
+        seen: set[int] = set()
+        held: dict[int, int] = {}
+        reached = 0
+        for o in gc.get_objects():
+            reached += sys.getsizeof(o)
+            n, todo = 0, [r for r in gc.get_referents(o) if not gc.is_tracked(r)]
+            while todo:
+                r = todo.pop()
+                if id(r) in seen or isinstance(r, type):
+                    continue
+                seen.add(id(r))
+                n += sys.getsizeof(r)
+                if isinstance(r, (tuple, dict)):
+                    todo += [x for x in gc.get_referents(r) if not gc.is_tracked(x)]
+            if n:
+                held[id(o)] = n
+            reached += n
+        return held, reached
+    finally:
+        gc.freeze()
+
+
+def holders_grown(before: dict[int, int], now: dict[int, int], top: int = 12) -> list[dict]:
+    """The tracked holders whose untracked objects grew most since `before`, each with who holds it."""
+    grown = sorted(((n - before.get(i, 0), i) for i, n in now.items()), reverse=True)[:top]
+    by_id = {i: None for _, i in grown}
+    gc.unfreeze()
+    try:
+        for o in gc.get_objects():
+            if id(o) in by_id:
+                by_id[id(o)] = o
+        out = []
+        for kb, i in grown:
+            o = by_id[i]
+            if o is None:
+                continue
+            chain, cur, skip = [], o, {id(by_id), id(sys._getframe())}
+            for _ in range(6):
+                refs = [r for r in gc.get_referrers(cur) if id(r) not in skip and not isinstance(r, types.FrameType)]
+                if not refs:
+                    break
+                skip.update((id(cur), id(refs)))
+                cur = refs[0]
+                chain.append(_describe(cur) + (f" (and {len(refs) - 1} more)" if len(refs) > 1 else ""))
+            out.append({"grew_kb": kb // 1024, "now_kb": now[i] // 1024, "holder": _describe(o), "held_by": chain})
+        del by_id
+        return out
+    finally:
+        gc.freeze()
+
+
 class Sampler:
     def __init__(self) -> None:
         self.t0 = time.time()
         self.counts: collections.Counter | None = None
         self.snapshot: tracemalloc.Snapshot | None = None
         self.probed = False
+        self.held: dict[int, int] | None = None
 
     def ready(self, daemon) -> None:
         self.daemon = daemon
@@ -227,6 +287,12 @@ class Sampler:
                 grew = {k: n - self.counts.get(k, 0) for k, n in counts.items()}
                 line["gc_growth"] = sorted(((n, k) for k, n in grew.items() if n), reverse=True)[:15]
             self.counts = counts
+            if CENSUS:
+                held, reached = untracked_by_holder()
+                line["census"] = {"reached_mb": round(reached / 2**20, 1), "untracked_mb": round(sum(held.values()) / 2**20, 1)}
+                if self.held is not None:
+                    line["census"]["grown"] = holders_grown(self.held, held)
+                self.held = held
             if TRACE_FRAMES:
                 snap = tracemalloc.take_snapshot().filter_traces([tracemalloc.Filter(False, tracemalloc.__file__)])
                 if self.snapshot is not None:
@@ -239,6 +305,8 @@ class Sampler:
                         named = [x for x in os.environ.get("BENCH_SAMPLE_PROBE_SITES", "").split(",") if x]
                         line["held_by"] = referrers(named or [s["traceback"][-1] for s in line["traced_sites"] if s["kb"] > 0][:8])
                 self.snapshot = snap
+                if DUMP_DIR:
+                    snap.dump(os.path.join(DUMP_DIR, f"snap-{round(t):05d}.pickle"))
             with open(OUT, "a") as f:
                 f.write(json.dumps(line) + "\n")
         except Exception as e:  # noqa: BLE001 - a sample lost is a line that says why

@@ -5,10 +5,19 @@ py-tree-sitter 0.26 dropped `Parser.timeout_micros`; its `progress_callback` is 
 and it is only honoured when the source comes from a read callback (with a bytestring it is
 ignored with a warning), so the bounded parse feeds the bytes through one. An aborted parse
 raises ValueError.
+
+py-tree-sitter 0.26.1 keeps a reference to chunks its read callback returned and never lets it
+go: every chunk of a parse given an old tree (an edit's incremental parse), the first of a cold
+one (the whole text, up to _CHUNK). So each parse leaked bytes it read, the text of every file
+parsed from scratch (docs/decisions.md, "A reference py-tree-sitter never lets go"). The bounded
+parse gives back, after the parse, the references the binding still holds on the chunks it was
+handed (`_give_back`), counted by refcount: a binding that lets them go is given nothing back.
 """
 from __future__ import annotations
 
+import ctypes
 import re
+import sys
 import threading
 import time
 
@@ -72,8 +81,16 @@ def parse_bounded(language: str, data: bytes, limit_s: float | None = None,
     size = len(data) if ranges is None else sum(r.end_byte - r.start_byte for r in ranges)
     deadline = time.monotonic() + (time_limit(size) if limit_s is None else limit_s)
 
+    handed: list[bytes] = []    # the chunks the parse was given, each a new object
+
     def read(offset: int, _point: tuple[int, int]) -> bytes:
-        return data[offset:offset + _CHUNK]
+        # never `data` itself (a slice of all of it is that object): a reference kept on it
+        # could not be told from its owners'
+        end = offset + _CHUNK if offset or len(data) < 2 else min(_CHUNK, len(data) - 1)
+        chunk = data[offset:end]
+        if len(chunk) > 1:  # b"" and one-byte slices are shared objects that are never freed
+            handed.append(chunk)
+        return chunk
 
     def progress(_offset: int, _has_error: bool) -> bool:
         return time.monotonic() > deadline
@@ -87,6 +104,18 @@ def parse_bounded(language: str, data: bytes, limit_s: float | None = None,
         return parser.parse(read, old, progress_callback=progress)
     except ValueError:
         return None
+    finally:
+        _give_back(handed)
+
+
+_OWN_REFS = 3   # a handed chunk's own references in _give_back: `handed`, the loop's name, getrefcount's argument
+
+
+def _give_back(handed: list[bytes]) -> None:
+    """Drop the references the binding kept on `handed` (nobody else saw these objects)."""
+    for chunk in handed:
+        for _ in range(sys.getrefcount(chunk) - _OWN_REFS):
+            ctypes.pythonapi.Py_DecRef(ctypes.py_object(chunk))
 
 
 def edit_span(old: bytes, new: bytes) -> tuple[int, int, int]:
