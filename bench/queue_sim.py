@@ -36,7 +36,7 @@ from typing import Callable, Generator
 
 from bench.queue_team import Change, workload
 from bench.worker import pct
-from lonca.queue.lane_round import group_size
+from lonca.queue.lane_round import group_size, split_even
 
 SLOT_S = float(os.environ.get("SIM_SLOT_S", "1.28"))
 MERGE_S = float(os.environ.get("SIM_MERGE_S", "0.01"))
@@ -167,17 +167,6 @@ class Round:
         self.announced.fire(self.sim, frozenset(chain))
 
 
-def _split(items: list, parts: int) -> list[list]:
-    parts = max(1, min(parts, len(items)))
-    size, extra = divmod(len(items), parts)
-    out, at = [], 0
-    for k in range(parts):
-        n = size + (k < extra)
-        out.append(items[at:at + n])
-        at += n
-    return out
-
-
 def _culprit_wide(rnd: Round, chain: list[int], width: int, seen: dict[int, bool]) -> Generator:
     """find_culprit_wide over the chain's prefixes (prefix len(chain) known failing)."""
     good, bad = 0, len(chain)
@@ -218,7 +207,7 @@ def main_round(rnd: Round, lanes: list[list[int]], runners: int, groups: int | N
     parts_first = runners - 1 if groups is None else max(1, min(groups, runners - 1))
     yield rnd.build(union)
     first = rnd.check(union)
-    parts = _split(lanes, parts_first)
+    parts = split_even(lanes, parts_first)
     wave: list[tuple[list[list[int]], list[int], Event]] = []
     for part in parts if len(parts) > 1 else []:
         chain = [i for lane in part for i in lane]
@@ -259,7 +248,7 @@ def main_round(rnd: Round, lanes: list[list[int]], runners: int, groups: int | N
         cuts = max(2, (runners - 1) // max(1, len(failing)))
         wave = []
         for part in failing:
-            for piece in _split(part, cuts):
+            for piece in split_even(part, cuts):
                 chain = [i for lane in piece for i in lane]
                 yield rnd.build(chain)
                 wave.append((piece, chain, rnd.check(chain)))
@@ -299,7 +288,7 @@ def loo_round(rnd: Round, lanes: list[list[int]], suspects: list[list[int]], run
     alone; a failing suspect lane is bisected (more waves) when it holds more than one change."""
     out = Outcome()
     union = [i for lane in lanes for i in lane]
-    groups = _split(lanes, parts) if lanes else []
+    groups = split_even(lanes, parts) if lanes else []
     trees: list[list[int]] = []
     if union:
         trees.append(union)
@@ -454,7 +443,7 @@ def simulate(changes: list[Change], runners: int, t: float, policy: str, batch: 
                 return None
             rnd = Round(sim, q, base, window, next(orders))
             q.verifying.update(window)
-            return rnd, sim.spawn(wave_round(rnd, cl, su, _split(taken, k) if k else [], runners, spec_all))
+            return rnd, sim.spawn(wave_round(rnd, cl, su, split_even(taken, k) if k else [], runners, spec_all))
         window = order[:batch]
         if not window:
             return None

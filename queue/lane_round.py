@@ -90,7 +90,7 @@ def _bisect(lane: _Lane, verify: Verify, width: int = 1) -> None:
     lane.good, lane.good_verdict = at, seen.get(at)
 
 
-def _split(items: list, parts: int) -> list[list]:
+def split_even(items: list, parts: int) -> list[list]:
     """`items` in at most `parts` contiguous groups, as even as can be."""
     parts = max(1, min(parts, len(items)))
     size, extra = divmod(len(items), parts)
@@ -161,7 +161,7 @@ def run_lanes(repo: pygit2.Repository, trunk: str, changes: list[QueuedChange],
 
         # the union, and beside it the lanes in as many groups as there are runners left
         first = check(union)
-        parts = _split(lanes, parts_first)      # one part would be the union again
+        parts = split_even(lanes, parts_first)      # one part would be the union again
         wave: list[tuple[list[_Lane], Chain]] = []
         futures: list[Future] = []
         for part in parts if len(parts) > 1 else []:
@@ -208,7 +208,7 @@ def run_lanes(repo: pygit2.Repository, trunk: str, changes: list[QueuedChange],
             # a wave fewer for every doubling of the parts (one runner kept for the early tree)
             free = runners - (1 if speculate else 0)
             cuts = max(2, free // max(1, len(failing)))
-            wave = [(piece, chain) for part in failing for piece in _split(part, cuts) if (chain := build(piece))]
+            wave = [(piece, chain) for part in failing for piece in split_even(part, cuts) if (chain := build(piece))]
             futures = [check(chain) for _, chain in wave]
             failing = []
             # beside a halving wave, on a runner it leaves free: what passed so far as one tree,
@@ -311,7 +311,7 @@ def run_screened(repo: pygit2.Repository, trunk: str, changes: list[QueuedChange
             break
         taken.append(lane)
         n += len(lane)
-    groups = _split(taken, min(budget, -(-n // g))) if n and budget > 0 else []
+    groups = split_even(taken, min(budget, -(-n // g))) if n and budget > 0 else []
 
     def chain_of(tip: str, order: list[QueuedChange]) -> Chain:
         return integrate_chain(repo, tip, order, committer, cache, out, merges)
