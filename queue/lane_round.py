@@ -341,7 +341,7 @@ def run_screened(repo: pygit2.Repository, trunk: str, changes: list[QueuedChange
         out.landed, out.landed_verdict = max(whole, key=lambda cv: len(cv[0]))
     gone = {c.change for c, _ in out.landed} | conflicted
     now = Screening(set(known.cleared), set(known.suspect))
-    culprit_of: dict[int, bool] = {}
+    culprit_found: set[int] = set()   # the suspect lanes (by id) whose culprit this wave found
 
     def mark(ids: list[str], into: set[str]) -> None:
         for cid in ids:
@@ -361,11 +361,11 @@ def run_screened(repo: pygit2.Repository, trunk: str, changes: list[QueuedChange
                 out.rejected.append((part[0][0], v))
             else:
                 mark(mine, now.suspect)
-        elif id(part[0]) not in culprit_of:     # a suspect lane's prefixes, shortest first
+        elif id(part[0]) not in culprit_found:     # a suspect lane's prefixes, shortest first
             if v.ok:
                 mark(ids[-1:], now.cleared)
             else:
-                culprit_of[id(part[0])] = True
+                culprit_found.add(id(part[0]))
                 out.rejected.append((chain[-1][0], v))
                 mark([c.change for c in part[0][len(chain):]], set())  # they met the culprit: fresh again
     gone |= {c.change for c, _ in out.rejected}
