@@ -3,10 +3,12 @@
 `python -m bench.queue_sim` prints, for the team bench's workload (bench/queue_team.py: 256
 changes, 70 % independent, 10 % failing, arrivals open-loop at runners / T), each policy's checks
 per decided change, changes a minute and p95 queued -> integrated. It models what bounds the real
-queue: a check holds its runner slot SLOT_S (1.28 s measured for a 1 s check), a free slot goes to
-the older round first, a round's candidates are merged on its thread one change at a time
-(MERGE_S a merge, merges shared by candidates with a common prefix, as `integrate_chain` does)
-and each logged decision costs LOG_S. A tree fails exactly when it holds a failing change (the
+queue: a check holds its runner slot SLOT_S, a free slot goes to the older round first, a round's
+candidates are merged on its thread one change at a time (MERGE_S a merge, merges shared by
+candidates with a common prefix, as `integrate_chain` does) and each logged decision costs LOG_S.
+The defaults (1.1 s, 3 ms, 10 ms) are the bench's at load 2-4: its trace (BENCH_QUEUE_TRACE=1)
+shows waves 1.15-1.2 s apart for T = 1 s, a merge of the workload's changes takes 1-5 ms; at
+load 10-15 a check held its slot 1.28 s (SIM_SLOT_S=1.28 SIM_MERGE_S=0.01 SIM_LOG_S=0.02). A tree fails exactly when it holds a failing change (the
 bench's check). Policies:
 
 - `main`: run_lanes and _drain as they are: the union beside runners - 1 groups (half the
@@ -19,15 +21,16 @@ bench's check). Policies:
   back into the next union (measured, rejected: with 16 changes two culprits or more come in
   half the rounds, and then no tree of the wave passes).
 - `wave`: run_screened as in queue/lane_round.py (screened rounds): one wave a round, L = trunk
-  + the cleared lanes, L + each group of fresh lanes (as many groups as runners are left, at most
-  g from the observed failure rate, Dorfman; `fill=False`: ceil(n / g) groups, as before), each
+  + the cleared lanes, L + each group of fresh lanes (as many groups as runners are left, of at
+  least `least` changes and at most g from the observed failure rate, Dorfman; `fill=False`:
+  ceil(n / g) groups, as before), each
   suspect lane's prefixes alone on trunk; the biggest passing tree lands. `stack=True` checks
   L + two groups or more on the runners still left (measured, no gain: not in the worker).
 - `simulate_rolling`: no waves, a chain of links checked as runners free (measured, not in the
   worker; its docstring says what it does).
 
-`python -m bench.queue_sim` prints the means over eight shufflings of the workload (seeds
-15-22; one run of this model is chaotic: a round that ends a little later takes a different
+`python -m bench.queue_sim` prints the means over 32 shufflings of the workload (seeds
+15-46; one run of this model is chaotic: a round that ends a little later takes a different
 window). SIM_SLOT_S, SIM_MERGE_S, SIM_LOG_S set the costs, SIM_TRACE=1 prints each decision.
 """
 from __future__ import annotations
@@ -42,9 +45,9 @@ from bench.queue_team import Change, workload
 from bench.worker import pct
 from lonca.queue.lane_round import group_size, split_even
 
-SLOT_S = float(os.environ.get("SIM_SLOT_S", "1.28"))
-MERGE_S = float(os.environ.get("SIM_MERGE_S", "0.01"))
-LOG_S = float(os.environ.get("SIM_LOG_S", "0.02"))
+SLOT_S = float(os.environ.get("SIM_SLOT_S", "1.1"))
+MERGE_S = float(os.environ.get("SIM_MERGE_S", "0.003"))
+LOG_S = float(os.environ.get("SIM_LOG_S", "0.01"))
 TRACE = bool(os.environ.get("SIM_TRACE"))
 
 
@@ -410,7 +413,7 @@ class Queue:
 
 def simulate(changes: list[Change], runners: int, t: float, policy: str, batch: int = 16,
              parts: int | None = None, size: int = 0, spec_all: bool = False, m: int = 2,
-             fill: bool = True, stack: bool = False) -> dict:
+             fill: bool = True, stack: bool = False, least: int = 2) -> dict:
     sim, q = Sim(runners), Queue(changes)
     gap = t / runners
     orders = itertools.count(1)
@@ -448,7 +451,7 @@ def simulate(changes: list[Change], runners: int, t: float, policy: str, batch: 
                     break
                 taken.append(ln)
                 n += len(ln)
-            k = (min(budget, n) if fill else min(budget, -(-n // g))) if n else 0
+            k = (min(budget, -(-n // min(least, g))) if fill else min(budget, -(-n // g))) if n else 0
             window = [i for ln in cl + su + taken for i in ln]
             if not window:
                 return None
@@ -761,7 +764,7 @@ def simulate_rolling(changes: list[Change], runners: int, t: float, g: int = 0, 
 def main() -> None:
     runners = int(os.environ.get("BENCH_QUEUE_RUNNERS", "8"))
     t = float(os.environ.get("BENCH_QUEUE_T", "1"))
-    seeds = range(15, 23)       # the bench's workload is seed 15; the others shuffle it otherwise
+    seeds = range(15, 47)       # the bench's workload is seed 15; the others shuffle it otherwise
     print(f"simulated: {runners} runners, T = {t:g} s, slot {SLOT_S} s a check, merge {MERGE_S} s, log {LOG_S} s; "
           f"means over the workloads of seeds {seeds.start}-{seeds.stop - 1}")
     print(f"{'policy':<44} {'/min':>6} {'p95 s':>6} {'chk/ch':>6} ok")
@@ -773,7 +776,9 @@ def main() -> None:
     rows += [
         ("screened, g = Dorfman(p observed)", lambda w: simulate(w, runners, t, "wave", 16, fill=False)),
         ("screened + L with every group", lambda w: simulate(w, runners, t, "wave", 16, spec_all=True, fill=False)),
-        ("screened, groups on every free runner", lambda w: simulate(w, runners, t, "wave", 16)),
+        ("screened, groups on every free runner, >= 1", lambda w: simulate(w, runners, t, "wave", 16, least=1)),
+        ("screened, groups on every free runner, >= 2", lambda w: simulate(w, runners, t, "wave", 16)),
+        ("screened, groups on every free runner, >= 3", lambda w: simulate(w, runners, t, "wave", 16, least=3)),
         ("  + stacked groups on the runners left", lambda w: simulate(w, runners, t, "wave", 16, stack=True)),
         ("rolling, one link in flight, wait 0.3 s", lambda w: simulate_rolling(w, runners, t, 0, 0.3, 1)),
         ("rolling, two links, g = 3, no wait", lambda w: simulate_rolling(w, runners, t, 3, 0.0, 2))]
