@@ -3,10 +3,12 @@
 `python -m bench.queue_sim` prints, for the team bench's workload (bench/queue_team.py: 256
 changes, 70 % independent, 10 % failing, arrivals open-loop at runners / T), each policy's checks
 per decided change, changes a minute and p95 queued -> integrated. It models what bounds the real
-queue: a check holds its runner slot SLOT_S (1.28 s measured for a 1 s check), a free slot goes to
-the older round first, a round's candidates are merged on its thread one change at a time
-(MERGE_S a merge, merges shared by candidates with a common prefix, as `integrate_chain` does)
-and each logged decision costs LOG_S. A tree fails exactly when it holds a failing change (the
+queue: a check holds its runner slot SLOT_S, a free slot goes to the older round first, a round's
+candidates are merged on its thread one change at a time (MERGE_S a merge, merges shared by
+candidates with a common prefix, as `integrate_chain` does) and each logged decision costs LOG_S.
+The defaults (1.1 s, 3 ms, 10 ms) are the bench's at load 2-4: its trace (BENCH_QUEUE_TRACE=1)
+shows waves 1.15-1.2 s apart for T = 1 s, a merge of the workload's changes takes 1-5 ms; at
+load 10-15 a check held its slot 1.28 s (SIM_SLOT_S=1.28 SIM_MERGE_S=0.01 SIM_LOG_S=0.02). A tree fails exactly when it holds a failing change (the
 bench's check). Policies:
 
 - `main`: run_lanes and _drain as they are: the union beside runners - 1 groups (half the
@@ -19,11 +21,16 @@ bench's check). Policies:
   back into the next union (measured, rejected: with 16 changes two culprits or more come in
   half the rounds, and then no tree of the wave passes).
 - `wave`: run_screened as in queue/lane_round.py (screened rounds): one wave a round, L = trunk
-  + the cleared lanes, L + each group of fresh lanes (g from the observed failure rate, Dorfman),
-  each suspect lane's prefixes alone on trunk; the biggest passing tree lands.
+  + the cleared lanes, L + each group of fresh lanes (as many groups as runners are left, of at
+  least `least` changes and at most g from the observed failure rate, Dorfman; `fill=False`:
+  ceil(n / g) groups, as before), each
+  suspect lane's prefixes alone on trunk; the biggest passing tree lands. `stack=True` checks
+  L + two groups or more on the runners still left (measured, no gain: not in the worker).
+- `simulate_rolling`: no waves, a chain of links checked as runners free (measured, not in the
+  worker; its docstring says what it does).
 
-`python -m bench.queue_sim` prints the means over eight shufflings of the workload (seeds
-15-22; one run of this model is chaotic: a round that ends a little later takes a different
+`python -m bench.queue_sim` prints the means over 32 shufflings of the workload (seeds
+15-46; one run of this model is chaotic: a round that ends a little later takes a different
 window). SIM_SLOT_S, SIM_MERGE_S, SIM_LOG_S set the costs, SIM_TRACE=1 prints each decision.
 """
 from __future__ import annotations
@@ -38,9 +45,9 @@ from bench.queue_team import Change, workload
 from bench.worker import pct
 from lonca.queue.lane_round import group_size, split_even
 
-SLOT_S = float(os.environ.get("SIM_SLOT_S", "1.28"))
-MERGE_S = float(os.environ.get("SIM_MERGE_S", "0.01"))
-LOG_S = float(os.environ.get("SIM_LOG_S", "0.02"))
+SLOT_S = float(os.environ.get("SIM_SLOT_S", "1.1"))
+MERGE_S = float(os.environ.get("SIM_MERGE_S", "0.003"))
+LOG_S = float(os.environ.get("SIM_LOG_S", "0.01"))
 TRACE = bool(os.environ.get("SIM_TRACE"))
 
 
@@ -331,7 +338,7 @@ def loo_round(rnd: Round, lanes: list[list[int]], suspects: list[list[int]], run
 
 
 def wave_round(rnd: Round, cleared: list[list[int]], suspects: list[list[int]], groups: list[list[list[int]]],
-               runners: int, spec_all: bool) -> Generator:
+               runners: int, spec_all: bool, stack: bool = False) -> Generator:
     """One wave on trunk T: L = T + the cleared lanes (lands when it passes), L + each fresh group
     (a passing one is cleared, or lands when it is the biggest passing tree), optionally L + every
     fresh group, and each suspect lane alone on T (a failing one of one change is rejected on that
@@ -348,6 +355,12 @@ def wave_round(rnd: Round, cleared: list[list[int]], suspects: list[list[int]], 
     for lane in suspects:       # every prefix of the lane alone on T: the first failing one rejects
         for k in range(1, len(lane) + 1):
             cands.append(("s", lane[:k], [lane]))
+    if stack:       # the runners left: L + two groups or more, the likeliest to land most first
+        sets = [c for r in range(2, len(groups) + 1) for c in itertools.combinations(groups, r)]
+        sizes = {id(c): sum(len(lane) for g in c for lane in g) for c in sets}
+        sets.sort(key=lambda c: -sizes[id(c)] * 0.9 ** sizes[id(c)])
+        for c in sets[:max(0, runners - len(cands))]:
+            cands.append(("stack", base + [i for g in c for lane in g for i in lane], []))
     evs = []
     for _, chain, _ in cands:
         yield rnd.build(chain)
@@ -399,7 +412,8 @@ class Queue:
 
 
 def simulate(changes: list[Change], runners: int, t: float, policy: str, batch: int = 16,
-             parts: int | None = None, size: int = 0, spec_all: bool = False, m: int = 2) -> dict:
+             parts: int | None = None, size: int = 0, spec_all: bool = False, m: int = 2,
+             fill: bool = True, stack: bool = False, least: int = 2) -> dict:
     sim, q = Sim(runners), Queue(changes)
     gap = t / runners
     orders = itertools.count(1)
@@ -437,13 +451,14 @@ def simulate(changes: list[Change], runners: int, t: float, policy: str, batch: 
                     break
                 taken.append(ln)
                 n += len(ln)
-            k = min(budget, -(-n // g)) if n else 0
+            k = (min(budget, -(-n // min(least, g))) if fill else min(budget, -(-n // g))) if n else 0
             window = [i for ln in cl + su + taken for i in ln]
             if not window:
                 return None
             rnd = Round(sim, q, base, window, next(orders))
             q.verifying.update(window)
-            return rnd, sim.spawn(wave_round(rnd, cl, su, split_even(taken, k) if k else [], runners, spec_all))
+            return rnd, sim.spawn(wave_round(rnd, cl, su, split_even(taken, k) if k else [], runners, spec_all,
+                                                   stack))
         window = order[:batch]
         if not window:
             return None
@@ -528,25 +543,252 @@ def simulate(changes: list[Change], runners: int, t: float, policy: str, batch: 
             "checks": sim.checks, "per_change": sim.checks / len(q.decided), "right": right}
 
 
+@dataclass
+class _Link:
+    tree: frozenset             # the tree that lands when this link is first and its check passed
+    lanes: list[list[int]]      # what the link adds to the one before it
+    passed: bool | None = None  # None while its check runs
+
+
+@dataclass
+class _Probe:
+    """A check in flight that is not (yet) a link: a screen of fresh lanes or a suspect's
+    prefix, on the head it was built on."""
+    kind: str                   # "screen" or "suspect"
+    on: _Link                   # the head it was built on (trunk itself as a landed link)
+    lanes: list[list[int]]
+
+
+def simulate_rolling(changes: list[Change], runners: int, t: float, g: int = 0, wait_s: float = 0.3,
+                     links: int = 1) -> dict:
+    """Rolling screened checks (a model only): no waves. A chain of links T < H1 < H2 ..., each a
+    tree landing when its own check passed and every link before it landed. As a runner frees,
+    in this order: the cleared lanes as one new link on the head (checked); each suspect lane's
+    prefix on the head; a group of up to g fresh lanes on the head (a partial group once its
+    oldest change waited `wait_s`). A screen or a suspect that passes on the head still the head
+    is appended as a link at once (its check is exactly that tree's); one whose head moved is
+    cleared (a landing check later). A failing screen's lanes are suspects; a failing suspect
+    prefix rejects its last change once trunk is the tree it was built on (trunk + that prefix).
+    A link that fails drops itself and every link and probe after it, their lanes back to what
+    they were."""
+    sim = Sim(runners)
+    gap = t / runners
+    arrive = {c.index: c.index * gap for c in changes}
+    failing = {c.index for c in changes if c.failing}
+    key = {c.index: (c.path if c.path.startswith("hot/") else f"own{c.index}") for c in changes}
+    lane_of: dict[str, list[int]] = {}
+    for c in changes:
+        lane_of.setdefault(key[c.index], []).append(c.index)
+    trunk: set[int] = set()
+    chain: list[_Link] = []
+    fresh: list[int] = []           # arrived, never screened (in queue order)
+    cleared: set[int] = set()
+    suspect: set[int] = set()
+    busy: set[int] = set()          # in a probe or a link in flight
+    decided: dict[int, float] = {}
+    rejected: set[int] = set()
+    pending_reject: list[tuple[_Link, int]] = []
+    free = [runners]
+    builder = [0.0]                 # the round thread: merges one at a time
+    logger = [0.0]
+    checks = [0]
+    heads = {frozenset()}           # every tree that was trunk
+
+    def head() -> _Link:
+        return chain[-1] if chain else _Link(frozenset(trunk), [], True)
+
+    def ready(i: int, within: frozenset, taking: set[int]) -> bool:
+        """Every change before i in its lane is in the tree or taken with it."""
+        lane = lane_of[key[i]]
+        return all(j in within or j in taking or j in rejected for j in lane[:lane.index(i)])
+
+    def prefixes(pool: list[int], within: frozenset, most: int) -> list[list[int]]:
+        """Lanes' next changes from `pool` (queue order), up to `most` changes a lane."""
+        out: dict[str, list[int]] = {}
+        taking: set[int] = set()
+        for i in pool:
+            if i in busy or i in decided or i in within:
+                continue
+            k = key[i]
+            if len(out.get(k, [])) >= most or not ready(i, within, taking):
+                continue
+            out.setdefault(k, []).append(i)
+            taking.add(i)
+        return list(out.values())
+
+    def start(members: list[int], on_base: frozenset, done: Callable[[bool], None]) -> None:
+        free[0] -= 1
+        checks[0] += 1
+        new = [i for i in members if i not in on_base]
+        builder[0] = max(builder[0], sim.now) + MERGE_S * len(new)
+        ok = not any(i in failing for i in on_base | set(members))
+        sim.at(builder[0] + SLOT_S, lambda: finish(ok, done))
+
+    def finish(ok: bool, done: Callable[[bool], None]) -> None:
+        free[0] += 1
+        done(ok)
+        settle()
+        dispatch()
+
+    def drop_after(link: _Link) -> None:
+        k = chain.index(link)
+        for gone in chain[k:]:
+            for lane in gone.lanes:
+                for i in lane:
+                    busy.discard(i)
+                    suspect.add(i)      # a failing link's lanes are checked alone next
+        del chain[k:]
+
+    def settle() -> None:
+        while chain and chain[0].passed:
+            link = chain.pop(0)
+            logger[0] = max(logger[0], sim.now) + LOG_S
+            for lane in link.lanes:
+                for i in lane:
+                    trunk.add(i)
+                    decided[i] = logger[0]
+                    busy.discard(i)
+                    cleared.discard(i)
+                    suspect.discard(i)
+            heads.add(frozenset(trunk))
+            reject_on_trunk()
+        if chain and chain[0].passed is False:
+            drop_after(chain[0])
+        for on, i in list(pending_reject):      # its base will never be a trunk: checked again
+            if on not in chain and on.tree not in heads:
+                pending_reject.remove((on, i))
+                busy.discard(i)
+                suspect.add(i)
+
+    def reject_on_trunk() -> None:
+        """The pending rejections whose failing tree is a trunk + their prefix (now or before)."""
+        for on, i in list(pending_reject):
+            if on.tree in heads:
+                pending_reject.remove((on, i))
+                logger[0] = max(logger[0], sim.now) + LOG_S
+                decided[i] = logger[0]
+                rejected.add(i)
+                busy.discard(i)
+                suspect.discard(i)
+
+    def probe_done(p: _Probe, ok: bool) -> None:
+        ids = [i for lane in p.lanes for i in lane]
+        alive = p.on in chain or p.on.tree in heads
+        if not alive:       # built on a tree that is neither trunk nor in the chain
+            for i in ids:
+                busy.discard(i)
+                if p.kind == "suspect" or not ok:
+                    suspect.add(i)
+                else:
+                    cleared.add(i)
+            return
+        if ok:
+            if (chain and chain[-1] is p.on) or (not chain and p.on.tree == frozenset(trunk)):
+                chain.append(_Link(p.on.tree | frozenset(ids), p.lanes, True))   # checked as it is
+                for i in ids:
+                    suspect.discard(i)
+            else:
+                for i in ids:
+                    busy.discard(i)
+                    suspect.discard(i)
+                    cleared.add(i)
+            return
+        if p.kind == "suspect" or len(ids) == 1:
+            lane = p.lanes[0] if p.kind == "suspect" else ids
+            for i in lane[:-1]:
+                busy.discard(i)
+                suspect.discard(i)
+                cleared.add(i)
+            pending_reject.append((p.on, lane[-1]))
+            reject_on_trunk()
+            return
+        for i in ids:
+            busy.discard(i)
+            suspect.add(i)
+
+    def dispatch() -> None:
+        while free[0]:
+            h = head()
+            base = h.tree
+            cl = [i for i in sorted(cleared) if i not in busy and ready(i, base, cleared)]
+            if cl and sum(link.passed is None for link in chain) < links:
+                lanes = prefixes(cl, base, 16)[:16]
+                ids = [i for lane in lanes for i in lane][:16]
+                if ids:
+                    link = _Link(base | frozenset(ids), [[i] for i in ids])
+                    busy.update(ids)
+                    cleared.difference_update(ids)
+                    chain.append(link)
+                    start(ids, base, lambda ok, link=link: setattr(link, "passed", ok))
+                    continue
+            su = prefixes(sorted(suspect), base, 1)     # a suspect lane's next change alone
+            if su:
+                p = _Probe("suspect", h, [su[0]])
+                busy.update(su[0])
+                start(su[0], base, lambda ok, p=p: probe_done(p, ok))
+                continue
+            size = g or group_size((len(rejected) + 1) / (len(decided) + 10))
+            fr = prefixes([i for i in fresh if i not in suspect and i not in cleared], base, 2)
+            taken, n = [], 0
+            for lane in fr:
+                if n >= size:
+                    break
+                taken.append(lane)
+                n += len(lane)
+            oldest = min((arrive[i] for lane in taken for i in lane), default=sim.now)
+            if not taken or (n < size and sim.now - oldest < wait_s - 1e-9):
+                if taken:
+                    sim.at(oldest + wait_s, dispatch)
+                return
+            ids = [i for lane in taken for i in lane]
+            for i in ids:
+                fresh.remove(i)
+            busy.update(ids)
+            p = _Probe("screen", h, taken)
+            start(ids, base, lambda ok, p=p: probe_done(p, ok))
+
+    for c in changes:
+        def come(i=c.index) -> None:
+            fresh.append(i)
+            dispatch()
+        sim.at(arrive[c.index], come)
+    sim.run()
+    landed = [i for i in decided if i not in rejected]
+    span = max(decided.values()) - min(arrive.values())
+    right = rejected == failing and len(decided) == len(changes)
+    return {"policy": "rolling", "per_min": len(decided) / span * 60,
+            "p95": pct([decided[i] - arrive[i] for i in landed], 95),
+            "checks": checks[0], "per_change": checks[0] / max(1, len(decided)), "right": right}
+
+
 def main() -> None:
     runners = int(os.environ.get("BENCH_QUEUE_RUNNERS", "8"))
     t = float(os.environ.get("BENCH_QUEUE_T", "1"))
-    seeds = range(15, 23)       # the bench's workload is seed 15; the others shuffle it otherwise
+    seeds = range(15, 47)       # the bench's workload is seed 15; the others shuffle it otherwise
     print(f"simulated: {runners} runners, T = {t:g} s, slot {SLOT_S} s a check, merge {MERGE_S} s, log {LOG_S} s; "
           f"means over the workloads of seeds {seeds.start}-{seeds.stop - 1}")
-    print(f"{'policy':<34} {'/min':>6} {'p95 s':>6} {'chk/ch':>6} ok")
-    for name, policy, batch, size, spec in [
-            ("main (pipelined lane rounds)", "main", 16, 0, False),
-            ("leave-one-out rounds", "loo", 16, 0, False),
-            ("screened, g = 2", "wave", 16, 2, False), ("screened, g = 3", "wave", 16, 3, False),
-            ("screened, g = 5", "wave", 16, 5, False),
-            ("screened, g = Dorfman(p observed)", "wave", 16, 0, False),
-            ("screened + L with every group", "wave", 16, 0, True)]:
-        rs = [simulate(workload(256, seed), runners, t, policy, batch, None, size, spec) for seed in seeds]
+    print(f"{'policy':<44} {'/min':>6} {'p95 s':>6} {'chk/ch':>6} ok")
+    rows: list[tuple[str, Callable[[list[Change]], dict]]] = [
+        ("main (pipelined lane rounds)", lambda w: simulate(w, runners, t, "main", 16)),
+        ("leave-one-out rounds", lambda w: simulate(w, runners, t, "loo", 16))]
+    rows += [(f"screened, g = {g}", lambda w, g=g: simulate(w, runners, t, "wave", 16, size=g, fill=False))
+             for g in (2, 3, 5)]
+    rows += [
+        ("screened, g = Dorfman(p observed)", lambda w: simulate(w, runners, t, "wave", 16, fill=False)),
+        ("screened + L with every group", lambda w: simulate(w, runners, t, "wave", 16, spec_all=True, fill=False)),
+        ("screened, groups on every free runner, >= 1", lambda w: simulate(w, runners, t, "wave", 16, least=1)),
+        ("screened, groups on every free runner, >= 2", lambda w: simulate(w, runners, t, "wave", 16)),
+        ("screened, groups on every free runner, >= 3", lambda w: simulate(w, runners, t, "wave", 16, least=3)),
+        ("  + stacked groups on the runners left", lambda w: simulate(w, runners, t, "wave", 16, stack=True)),
+        ("rolling, one link in flight, wait 0.3 s", lambda w: simulate_rolling(w, runners, t, 0, 0.3, 1)),
+        ("rolling, two links, g = 3, no wait", lambda w: simulate_rolling(w, runners, t, 3, 0.0, 2))]
+    for name, run in rows:
+        rs = [run(workload(256, seed)) for seed in seeds]
         mean = lambda k: sum(r[k] for r in rs) / len(rs)  # noqa: E731
-        print(f"{name:<34} {mean('per_min'):6.0f} {mean('p95'):6.1f} {mean('per_change'):6.2f} "
+        print(f"{name:<44} {mean('per_min'):6.0f} {mean('p95'):6.1f} {mean('per_change'):6.2f} "
               f"{'yes' if all(r['right'] for r in rs) else 'NO'}", flush=True)
 
 
 if __name__ == "__main__":
     main()
+

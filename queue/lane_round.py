@@ -275,8 +275,9 @@ def run_screened(repo: pygit2.Repository, trunk: str, changes: list[QueuedChange
     trunk (docs/decisions.md, "Screened rounds"):
 
     - L: trunk + the cleared lanes (at most `batch` - g changes), which lands when it passes;
-    - L + each group of the fresh lanes, g = group_size(p) changes a group: a passing group is
-      cleared, and lands when it is the biggest passing tree; a failing one's lanes are suspects;
+    - L + each group of the fresh lanes, in as many groups as runners are left, of at least two
+      changes and at most g = group_size(p): a passing group is cleared, and lands when it is the
+      biggest passing tree; a failing one's lanes are suspects;
     - each suspect lane's prefixes alone on trunk (a lane's first `lane_most` changes): the
       first failing prefix rejects its last change on that tree (trunk + only what it depends
       on), the prefixes before it are cleared.
@@ -311,7 +312,10 @@ def run_screened(repo: pygit2.Repository, trunk: str, changes: list[QueuedChange
             break
         taken.append(lane)
         n += len(lane)
-    groups = split_even(taken, min(budget, -(-n // g))) if n and budget > 0 else []
+    # as many groups as runners are left, of at least two changes (or g) and at most g: a runner
+    # the wave leaves idle is a check nobody gains by, and a smaller group that fails holds fewer
+    # innocents, each a wave later; a group of one on L would cost a check for one change
+    groups = split_even(taken, min(budget, -(-n // min(2, g)))) if n and budget > 0 else []
 
     def chain_of(tip: str, order: list[QueuedChange]) -> Chain:
         return integrate_chain(repo, tip, order, committer, cache, out, merges)

@@ -369,6 +369,28 @@ def test_a_round_beside_another_checks_fewer_groups_first(tmp_path):
     assert {c.change for c, _ in out.landed} | {c.change for c in out.requeued} == {"c0", "c1", "c2", "c4", "c5", "c6"}
 
 
+def _screened_wave(tmp_path, n, runners, p):
+    """One screened wave over n fresh changes of their own files, all passing: the sizes of the
+    trees it checked (changes beyond trunk) and what landed."""
+    repo, trunk = _repo(tmp_path)
+    made = [_change(repo, trunk, f"c{i}", {f"f{i}.txt": b"ok\n"}) for i in range(n)]
+    verify, seen = _tree_verdict(tmp_path / "r.git")
+    out, _ = run_screened(repo, trunk, [c for c, _ in made], [p for _, p in made], verify, runners, 16, p,
+                          Screening(set(), set()))
+    return sorted(len(files_of(repo, c)) - 1 for c in seen), out
+
+
+@pytest.mark.parametrize("n, runners, p, sizes", [
+    (10, 5, 0.1, [2, 2, 2, 2, 2]),  # g = 4, but five runners: five pairs, not 4 + 3 + 3
+    (10, 3, 0.1, [3, 3, 4]),        # three runners: groups of at most g
+    (3, 5, 0.1, [1, 2]),            # never a group of one beside a pair that could hold it
+    (3, 5, 0.5, [1, 1, 1])])        # g = 1 at a failure rate of a half: each alone
+def test_a_screened_wave_checks_as_many_groups_as_runners_are_left(tmp_path, n, runners, p, sizes):
+    got, out = _screened_wave(tmp_path, n, runners, p)
+    assert got == sizes
+    assert len(out.landed) == max(sizes) and out.landed_verdict.ok    # the biggest passing tree
+
+
 # -- screened rounds against an oracle --------------------------------------------------------
 
 def _tree_verdict(root):
