@@ -5,6 +5,7 @@ import logging
 import os
 import threading
 import time
+import weakref
 from pathlib import Path
 from typing import Callable
 
@@ -80,19 +81,51 @@ class ThreadHandles:
     threads), opened again once the store's packs were merged: `generation(repo)` moves on
     (service/store_packer.py), and the old handle, dropped, lets go of the packs that were
     deleted, which libgit2 keeps open and mapped in every handle that read them. A thread takes
-    its handle at the start of each piece of work, so no work sees it change under it."""
+    its handle at the start of each piece of work, so no work sees it change under it.
+
+    `let_go(repo)`, called by the packer once the generation moved, drops every thread's stale
+    handle at once: a thread that did no work since (an idle pool thread, the warmer waiting)
+    would otherwise keep the deleted packs mapped until it next works, which may be never. Only
+    the reference here is dropped: a handle a thread is using is held by that thread's frames
+    too and is freed when its work ends, by that thread; an idle one is freed by the caller, no
+    thread using it."""
 
     def __init__(self, store_path: Callable[[str], Path], generation: Callable[[str], int]) -> None:
         self.store_path, self.generation = store_path, generation
         self._local = threading.local()
+        # every live thread's map (a thread's is freed with its thread-local when it ends), so
+        # that let_go reaches threads that are not working; the lock orders a thread's get
+        # against let_go: a handle is never recorded under a generation that let_go already passed
+        self._maps: weakref.WeakSet[_Handles] = weakref.WeakSet()
+        self._lock = threading.Lock()
 
     def get(self, repo: str) -> pygit2.Repository:
-        handles = self._local.__dict__.setdefault("by_repo", {})
-        generation = self.generation(repo)
-        held = handles.get(repo)
-        if held is None or held[1] != generation:
-            held = handles[repo] = (open_store(self.store_path(repo)), generation)
-        return held[0]
+        mine = self._local.__dict__.get("handles")
+        with self._lock:
+            if mine is None:
+                mine = self._local.handles = _Handles()
+                self._maps.add(mine)
+            generation = self.generation(repo)
+            held = mine.by_repo.get(repo)
+            if held is None or held[1] != generation:
+                held = mine.by_repo[repo] = (open_store(self.store_path(repo)), generation)
+            return held[0]
+
+    def let_go(self, repo: str) -> None:
+        """Drop every thread's handle on `repo` opened at an older generation."""
+        with self._lock:
+            generation = self.generation(repo)
+            stale = [mine.by_repo.pop(repo) for mine in self._maps
+                     if repo in mine.by_repo and mine.by_repo[repo][1] != generation]
+        del stale   # freed here, outside the lock, unless a thread's work in flight still holds one
+
+
+class _Handles:
+    """One thread's handles, repo -> (handle, generation), in an object ThreadHandles can hold
+    weakly (a dict cannot be)."""
+
+    def __init__(self) -> None:
+        self.by_repo: dict[str, tuple[pygit2.Repository, int]] = {}
 
 
 def trunk(repo: pygit2.Repository) -> str:
