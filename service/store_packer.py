@@ -76,14 +76,18 @@ def _is_object(name: str) -> bool:
 def pack_loose(store: Path) -> int:
     """Pack every loose object of `store` into one new pack, then delete the loose files the
     pack holds. The number of objects packed."""
-    repo = pygit2.Repository(str(store))
     ids = loose_objects(store)
     if not ids:
         return 0
-    builder = pygit2.PackBuilder(repo)
-    for oid in ids:
-        builder.add(pygit2.Oid(hex=oid))
-    builder.write()         # objects/pack/pack-*.pack and .idx, renamed into place when whole
+    repo = pygit2.Repository(str(store))
+    try:
+        builder = pygit2.PackBuilder(repo)
+        for oid in ids:
+            builder.add(pygit2.Oid(hex=oid))
+        builder.write()         # objects/pack/pack-*.pack and .idx, renamed into place when whole
+    finally:
+        # its packs let go now: a Repository is a reference cycle, freed only by a full collection
+        repo.free()
     objects = store / "objects"
     for oid in ids:
         try:
