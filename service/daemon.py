@@ -67,7 +67,7 @@ class Daemon:
         self.manifests = Manifests(self.tree_maps)
         self.symbols = SymbolCache()
         self.warmer = SymbolWarmer(self.symbols, self.store, self.tree_maps)
-        self.packer = StorePacker(config.store_path)
+        self.packer = StorePacker(config.store_path, merged=self._stores.let_go)
         self.rate = RateLimiter()
         self.told: dict[tuple[str, str], Told] = {}  # inbox: what each live session was told (memory only)
         self.hooks: dict[tuple[str, str], HookSeen] = {}  # hook events of each live session (memory only)

@@ -3,8 +3,10 @@
 import base64
 import logging
 import os
+import sys
 import threading
 import time
+import weakref
 from pathlib import Path
 from typing import Callable
 
@@ -78,21 +80,90 @@ def open_store(path: Path) -> pygit2.Repository:
 class ThreadHandles:
     """Each thread's own handle on each store (a pygit2 Repository is never shared between
     threads), opened again once the store's packs were merged: `generation(repo)` moves on
-    (service/store_packer.py), and the old handle, dropped, lets go of the packs that were
-    deleted, which libgit2 keeps open and mapped in every handle that read them. A thread takes
-    its handle at the start of each piece of work, so no work sees it change under it."""
+    (service/store_packer.py), and the old handle lets go of the packs that were deleted, which
+    libgit2 keeps open and mapped in every handle that read them. A thread takes its handle at
+    the start of each piece of work, so no work sees it change under it.
+
+    A handle let go is closed (`free()`: libgit2's odb, its packs and their indexes) as soon as
+    nobody holds it, not when it is collected: a pygit2 Repository is a reference cycle (its
+    branches, references, remotes and submodules refer back to it), freed only by a full
+    collection, which the worker makes rare (service/heap.py). `let_go(repo)`, called by the
+    packer once the generation moved, retires every thread's stale handle at once, idle threads'
+    included (a pool thread with no work, the warmer waiting), and closes those nobody holds; one
+    a thread's work in flight holds is closed at that thread's next `get`, the next `let_go` or
+    the thread's end, whichever comes first; so is every handle of a thread that ends."""
 
     def __init__(self, store_path: Callable[[str], Path], generation: Callable[[str], int]) -> None:
         self.store_path, self.generation = store_path, generation
         self._local = threading.local()
+        # every live thread's handles (freed with its thread-local when it ends), so that let_go
+        # reaches threads that are not working; the lock orders a thread's get against let_go: a
+        # handle is never recorded under a generation that let_go already passed
+        self._maps: weakref.WeakSet[_Handles] = weakref.WeakSet()
+        self._lock = threading.Lock()
 
     def get(self, repo: str) -> pygit2.Repository:
-        handles = self._local.__dict__.setdefault("by_repo", {})
-        generation = self.generation(repo)
-        held = handles.get(repo)
-        if held is None or held[1] != generation:
-            held = handles[repo] = (open_store(self.store_path(repo)), generation)
-        return held[0]
+        mine = self._local.__dict__.get("handles")
+        with self._lock:
+            if mine is None:
+                mine = self._local.handles = _Handles()
+                self._maps.add(mine)
+            generation = self.generation(repo)
+            held = mine.by_repo.get(repo)
+            if held is None or held.generation != generation:
+                if held is not None:
+                    mine.retired.append(held)
+                held = mine.by_repo[repo] = _Handle(self.store_path(repo), generation)
+            if mine.retired:
+                mine.close_idle()
+            return held.repo
+
+    def let_go(self, repo: str) -> None:
+        """Retire every thread's handle on `repo` opened at an older generation; close those that
+        nobody holds."""
+        with self._lock:
+            generation = self.generation(repo)
+            for mine in list(self._maps):
+                held = mine.by_repo.get(repo)
+                if held is not None and held.generation != generation:
+                    mine.retired.append(mine.by_repo.pop(repo))
+                mine.close_idle()
+
+
+class _Handle:
+    """A handle on a store, with the generation it was opened at and its reference count when
+    only this object holds it (pygit2's own cycle included): more, and someone is using it."""
+
+    def __init__(self, path: Path, generation: int) -> None:
+        self.repo = open_store(path)
+        self.generation = generation
+        self.idle_refs = sys.getrefcount(self.repo)
+
+    def close_if_idle(self) -> bool:
+        """Close the handle when nobody else holds it (no frame, no pygit2 object read through
+        it): nobody can use it after, so no thread's work loses it under it."""
+        if sys.getrefcount(self.repo) > self.idle_refs:
+            return False
+        self.repo.free()
+        return True
+
+
+class _Handles:
+    """One thread's handles (ThreadHandles holds it weakly; a dict cannot be): the current ones
+    by repository, and those retired but still held. A thread that ends closes them all."""
+
+    def __init__(self) -> None:
+        self.by_repo: dict[str, _Handle] = {}
+        self.retired: list[_Handle] = []
+        weakref.finalize(self, _close_all, self.by_repo, self.retired)
+
+    def close_idle(self) -> None:
+        self.retired[:] = [h for h in self.retired if not h.close_if_idle()]
+
+
+def _close_all(by_repo: dict[str, _Handle], retired: list[_Handle]) -> None:
+    for held in [*by_repo.values(), *retired]:
+        held.close_if_idle()
 
 
 def trunk(repo: pygit2.Repository) -> str:

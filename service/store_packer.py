@@ -26,8 +26,9 @@ folders, racing a libgit2 writer between its mkdir and its rename. The packer de
 whose objects the new pack all holds itself, index first (a reader that lists the folder then
 never sees a pack without its index; one whose handle has the pack listed but not open looks in
 the next pack, as libgit2 does while git gc runs). A libgit2 handle that read a deleted pack
-keeps it open and mapped: so `generation(repo)` moves on, and the worker opens a thread's handle
-again when it next takes it (gitstore.ThreadHandles), dropping the old one and its packs.
+keeps it open and mapped: so `generation(repo)` moves on, `merged(repo)` drops every thread's old
+handle at once (gitstore.ThreadHandles.let_go: a thread that does no work would keep its own),
+and a thread opens its handle again when it next takes it.
 """
 from __future__ import annotations
 
@@ -75,14 +76,18 @@ def _is_object(name: str) -> bool:
 def pack_loose(store: Path) -> int:
     """Pack every loose object of `store` into one new pack, then delete the loose files the
     pack holds. The number of objects packed."""
-    repo = pygit2.Repository(str(store))
     ids = loose_objects(store)
     if not ids:
         return 0
-    builder = pygit2.PackBuilder(repo)
-    for oid in ids:
-        builder.add(pygit2.Oid(hex=oid))
-    builder.write()         # objects/pack/pack-*.pack and .idx, renamed into place when whole
+    repo = pygit2.Repository(str(store))
+    try:
+        builder = pygit2.PackBuilder(repo)
+        for oid in ids:
+            builder.add(pygit2.Oid(hex=oid))
+        builder.write()         # objects/pack/pack-*.pack and .idx, renamed into place when whole
+    finally:
+        # its packs let go now: a Repository is a reference cycle, freed only by a full collection
+        repo.free()
     objects = store / "objects"
     for oid in ids:
         try:
@@ -139,8 +144,10 @@ class StorePacker:
     """One thread that packs the stores it is told about, when they are past THRESHOLD, and
     merges their packs past MAX_PACKS."""
 
-    def __init__(self, store_path: Callable[[str], Path], threshold: int = THRESHOLD, max_packs: int = MAX_PACKS) -> None:
-        self.store_path, self.threshold, self.max_packs = store_path, threshold, max_packs
+    def __init__(self, store_path: Callable[[str], Path], threshold: int = THRESHOLD, max_packs: int = MAX_PACKS,
+                 merged: Callable[[str], None] = lambda repo: None) -> None:
+        # merged(repo): called on this thread once the generation moved (ThreadHandles.let_go)
+        self.store_path, self.threshold, self.max_packs, self.merged = store_path, threshold, max_packs, merged
         self._generation: dict[str, int] = {}
         self._wanted: set[str] = set()
         self._cond = threading.Condition()
@@ -175,6 +182,7 @@ class StorePacker:
                     t0 = time.monotonic()
                     deleted = merge_packs(path)
                     self._generation[repo] = self.generation(repo) + 1
+                    self.merged(repo)
                     log.info("merged %d packs of %s, %d left, in %.1f s", deleted, repo, pack_count(path),
                              time.monotonic() - t0)
             except (pygit2.GitError, OSError, LoncaError) as e:
