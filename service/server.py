@@ -35,7 +35,8 @@ log = logging.getLogger("lonca.server")
 BACKLOG = 4096  # the kernel caps it at net.core.somaxconn; a burst of connects waits, not fails
 FD_RESERVE = 96  # descriptors kept for the database, git stores, checks' pipes and the log
 ACCEPT_LOG_S = 10.0  # at most one line per this about accepts failing for want of descriptors
-ACCEPT_EVICT = 8  # connections evicted per failed accept: asyncio tries again only a second later
+ACCEPT_EVICT = 8  # connections evicted per failed accept, which is tried again only ACCEPT_RETRY_S later
+ACCEPT_RETRY_S = 1.0  # as asyncio's own accept waits
 REFUSE_S = 1.0  # a refused connection is closed after the peer's first bytes, or this long
 CLOSE_S = 1.0  # close() waits this long for answers to flush, then drops what a peer has not read
 
@@ -101,8 +102,9 @@ class _Conn(asyncio.Protocol):
     and framed once the answer is out; an answer the peer does not read past the transport's
     high-water mark holds the next line back for at most line_s, then the connection closes."""
 
-    def __init__(self, server: "SocketServer"):
+    def __init__(self, server: "SocketServer", early: bytes = b""):
         self.server = server
+        self.early = early  # read with the accept, before the transport was made
         self.transport: asyncio.Transport | None = None
         self.peer: Peer | None = None
         self.last_active = time.monotonic()
@@ -128,6 +130,9 @@ class _Conn(asyncio.Protocol):
     def connection_made(self, transport) -> None:
         self.transport = transport
         self.server._connected(self)
+        if self.early:
+            data, self.early = self.early, b""
+            self.data_received(data)
 
     def data_received(self, data: bytes) -> None:
         if self.refusing:  # the peer's request is in: the error line went before it
@@ -323,7 +328,7 @@ class SocketServer:
         self._of_uid: Counter[int] = Counter()  # connections of each uid
         self._next_id = 0
         self._big_held = 0
-        self._server: asyncio.base_events.Server | None = None
+        self._listener: socket.socket | None = None
         self._inode: int | None = None  # of the socket file this server bound
         self._accept_failures = 0
         self._accept_logged = 0.0
@@ -341,12 +346,20 @@ class SocketServer:
                 raise LoncaError("busy", f"another worker serves {self.path}; stop it first, or set LONCA_SOCKET "
                                          "to a path of this worker's own")
             self.path.unlink()  # a leftover of a worker that ended without closing it
-        old = os.umask(0o177)
         self.loop = asyncio.get_running_loop()
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        old = os.umask(0o177)
         try:
-            self._server = await self.loop.create_unix_server(lambda: _Conn(self), path=str(self.path), backlog=BACKLOG)
+            listener.bind(str(self.path))
+        except BaseException:
+            listener.close()
+            raise
         finally:
             os.umask(old)
+        listener.listen(BACKLOG)
+        listener.setblocking(False)
+        self._listener = listener
+        self._listen()
         os.chmod(self.path, 0o600)
         if self.group is not None:
             try:
@@ -356,8 +369,6 @@ class SocketServer:
                                             f"not in it ({e.__class__.__name__}); name a group of yours") from None
             os.chmod(self.path, 0o660)
         self._inode = self.path.stat().st_ino
-        self._default_handler = self.loop.get_exception_handler()
-        self.loop.set_exception_handler(self._loop_exception)
         self._watchdog = self.loop.create_task(self._watch())
 
     def _fit_to_descriptors(self) -> None:
@@ -379,26 +390,51 @@ class SocketServer:
             self.limits.max_conns = room
         self.limits.max_conns_per_uid = min(self.limits.max_conns_per_uid, self.limits.max_conns)
 
-    def _loop_exception(self, loop, context: dict) -> None:
-        """asyncio reports an accept that failed for want of descriptors with a traceback, once
-        per attempt: the quietest connections are evicted instead, and one line is logged at most
-        every ACCEPT_LOG_S."""
-        e = context.get("exception")
-        if (str(context.get("message", "")).startswith("socket.accept()") and isinstance(e, OSError)
-                and e.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)):
-            self._accept_failures += 1
-            for _ in range(ACCEPT_EVICT):
-                self._evict_quietest()
-            now = time.monotonic()
-            if now - self._accept_logged >= ACCEPT_LOG_S:
-                log.warning("accepting a connection failed %d times: %s; the quietest connections are evicted",
-                            self._accept_failures, os.strerror(e.errno))
-                self._accept_logged, self._accept_failures = now, 0
-            return
-        if self._default_handler:
-            self._default_handler(loop, context)
-        else:
-            loop.default_exception_handler(context)
+    def _listen(self) -> None:
+        if self._listener is not None:
+            self.loop.add_reader(self._listener.fileno(), self._accept)
+
+    def _accept(self) -> None:
+        """Every connection waiting, in this turn of the loop (asyncio's own accept takes a turn
+        more, a task per connection that makes its transport). The bytes a peer sent with its
+        connect are read here too: its line is framed in the next turn, with connection_made,
+        and not one turn after that when the transport's first read would get it."""
+        for _ in range(BACKLOG):
+            try:
+                sock, _addr = self._listener.accept()
+            except (BlockingIOError, InterruptedError, ConnectionAbortedError):
+                return
+            except OSError as e:
+                if e.errno not in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):
+                    log.warning("accepting a connection failed: %s", e)
+                    return
+                self._out_of_descriptors(e.errno)
+                return
+            try:
+                early = sock.recv(CHUNK, socket.MSG_DONTWAIT)
+            except (BlockingIOError, InterruptedError):
+                early = b""
+            except OSError:  # gone already
+                sock.close()
+                continue
+            # connect_accepted_socket's first step makes the transport (connection_made is called
+            # soon); its task only waits for that, the connection is the protocol's from then on
+            eager.start(self.loop, self.loop.connect_accepted_socket(lambda: _Conn(self, early), sock))
+
+    def _out_of_descriptors(self, code: int) -> None:
+        """An accept failed for want of descriptors: the quietest connections are evicted, one
+        line is logged at most every ACCEPT_LOG_S, and accepting resumes ACCEPT_RETRY_S later
+        (the listening socket stays readable meanwhile: polling it would spin)."""
+        self._accept_failures += 1
+        for _ in range(ACCEPT_EVICT):
+            self._evict_quietest()
+        now = time.monotonic()
+        if now - self._accept_logged >= ACCEPT_LOG_S:
+            log.warning("accepting a connection failed %d times: %s; the quietest connections are evicted",
+                        self._accept_failures, os.strerror(code))
+            self._accept_logged, self._accept_failures = now, 0
+        self.loop.remove_reader(self._listener.fileno())
+        self.loop.call_later(ACCEPT_RETRY_S, self._listen)
 
     def _evict_quietest(self) -> None:
         quiet = [c for c in self._conns.values() if not c.answering and not c.closing]
@@ -411,9 +447,11 @@ class SocketServer:
     async def close(self) -> None:
         """Stop listening and close every connection: answers still unread by their peers get
         CLOSE_S to flush, then they are dropped (a peer that never reads does not hold it)."""
-        if self._server:
+        if self._listener is not None:
             self._watchdog.cancel()
-            self._server.close()
+            self.loop.remove_reader(self._listener.fileno())
+            self._listener.close()
+            self._listener = None
             for conn in list(self._open):
                 conn._close()
             if self._open:
@@ -422,7 +460,6 @@ class SocketServer:
                 for conn in list(self._open):
                     conn.transport.abort()
                 await asyncio.sleep(0)  # their connection_lost, called soon by abort
-            await self._server.wait_closed()
         # only the socket this server bound: another worker's, bound over it since, is theirs
         try:
             if self._inode is not None and self.path.stat().st_ino == self._inode:
