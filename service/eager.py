@@ -23,6 +23,15 @@ class _Started:
     def __await__(self) -> Generator[Any, Any, Any]:
         coro, yielded = self.coro, self.waiting_on
         self.waiting_on = None
+        # The task's first step is already a turn after the coroutine's: a bare yield (sleep(0))
+        # has had its turn, and a future done by now would only cost one more to be seen done.
+        if yielded is None or yielded.done():
+            if yielded is not None:
+                yielded._asyncio_future_blocking = False
+            try:
+                yielded = coro.send(None)
+            except StopIteration as done:
+                return done.value
         while True:
             try:
                 sent = yield yielded
