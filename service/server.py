@@ -419,7 +419,10 @@ class SocketServer:
                 continue
             # connect_accepted_socket's first step makes the transport (connection_made is called
             # soon); its task only waits for that, the connection is the protocol's from then on
-            eager.start(self.loop, self.loop.connect_accepted_socket(lambda: _Conn(self, early), sock))
+            try:
+                eager.start(self.loop, self.loop.connect_accepted_socket(lambda: _Conn(self, early), sock))
+            except OSError:
+                sock.close()
 
     def _out_of_descriptors(self, code: int) -> None:
         """An accept failed for want of descriptors: the quietest connections are evicted, one
@@ -491,6 +494,9 @@ class SocketServer:
     def _connected(self, conn: _Conn) -> None:
         """A new connection, in the turn its transport is made: its peer checked and admitted,
         or refused with why."""
+        if self._listener is None:  # accepted just before close()
+            conn._close()
+            return
         uid, pid = peer_credentials(conn.transport.get_extra_info("socket"))
         self._next_id += 1
         conn.peer = Peer(uid=uid, pid=pid, conn_id=self._next_id)
