@@ -1,5 +1,11 @@
 """The socket server (seed 001, "Wire format"): framing, line caps, peer checks, and the limits on
 connections and time. It knows nothing of methods: each request goes to `handle`, answered in order.
+
+An asyncio Protocol, not asyncio's streams: a line is framed in `data_received` and its handling
+started in that same turn of the loop (service/eager.py), the answer written straight to the
+transport. Streams took two more turns from a new connection to its line (the `_serve` task, the
+reader's wake-up) and one more a request on an open one; under load each turn waits for the GIL
+behind the worker's threads (docs/decisions.md, "A Protocol server: fewer loop turns a request").
 """
 import array
 import asyncio
@@ -16,25 +22,27 @@ import struct
 import termios
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Awaitable, Callable
 
 from lonca.protocol import BIG_METHODS, LoncaError
 
-from . import wire_json
+from . import eager, wire_json
 from .config import Limits
 
 log = logging.getLogger("lonca.server")
 BACKLOG = 4096  # the kernel caps it at net.core.somaxconn; a burst of connects waits, not fails
 FD_RESERVE = 96  # descriptors kept for the database, git stores, checks' pipes and the log
 ACCEPT_LOG_S = 10.0  # at most one line per this about accepts failing for want of descriptors
-ACCEPT_EVICT = 8  # connections evicted per failed accept: asyncio tries again only a second later
+ACCEPT_EVICT = 8  # connections evicted per failed accept, which is tried again only ACCEPT_RETRY_S later
+ACCEPT_RETRY_S = 1.0  # as asyncio's own accept waits
+REFUSE_S = 1.0  # a refused connection is closed after the peer's first bytes, or this long
+CLOSE_S = 1.0  # close() waits this long for answers to flush, then drops what a peer has not read
 
 METHOD_RE = re.compile(rb'"method"\s*:\s*"([^"\\]{1,64})"')
 ID_RE = re.compile(rb'^\s*\{\s*"id"\s*:\s*(-?\d{1,18}|"[^"\\]{0,128}")')
-CHUNK = 256 * 1024
-log = logging.getLogger("lonca.server")
+CHUNK = 256 * 1024  # read while a request is answered before reading pauses (as streams' limit did)
 
 
 @dataclass
@@ -42,17 +50,6 @@ class Peer:
     uid: int
     pid: int
     conn_id: int
-
-
-@dataclass
-class _Conn:
-    peer: Peer
-    reader: asyncio.StreamReader
-    writer: asyncio.StreamWriter
-    last_active: float = field(default_factory=time.monotonic)
-    answering: bool = False
-    closing: bool = False
-    line_started: float | None = None  # when the first byte of the line being read came
 
 
 def peer_credentials(sock: socket.socket) -> tuple[int, int]:
@@ -91,9 +88,225 @@ def _guess_id(head: bytes):
     return rid if wire_json.valid_id(rid) else 0
 
 
-class _LineTooLong(Exception):
-    def __init__(self, head: bytes, code: str, message: str):
-        self.head, self.code, self.message = head, code, message
+@dataclass
+class _LineTooLong:
+    """A line refused for its length (too_large) or for the daemon's long-line budget (busy)."""
+    head: bytes  # its first line_max bytes, for the id of the error line
+    code: str
+    message: str
+
+
+class _Conn(asyncio.Protocol):
+    """One connection: its bytes framed into lines as they arrive, one line handled at a time and
+    answered in order. While a line is answered, what arrives is kept (reading pauses past CHUNK)
+    and framed once the answer is out; an answer the peer does not read past the transport's
+    high-water mark holds the next line back for at most line_s, then the connection closes."""
+
+    def __init__(self, server: "SocketServer", early: bytes = b""):
+        self.server = server
+        self.early = early  # read with the accept, before the transport was made
+        self.transport: asyncio.Transport | None = None
+        self.peer: Peer | None = None
+        self.last_active = time.monotonic()
+        self.answering = False  # a line is being handled, or its answer waits for the peer to read
+        self.closing = False
+        self.refusing = False  # refused at connect: only the error line goes out
+        self.line_started: float | None = None  # when the first byte of the line being read came
+        self.buf = bytearray()
+        self.scanned = 0  # bytes of buf known to hold no newline
+        self.cap = server.limits.line_max  # of the line being read, from its head once past line_max
+        self.head = b""
+        self.held = 0  # bytes of a long line counted against the daemon-wide budget
+        self.skipping: _LineTooLong | None = None  # the rest of a refused line is dropped up to its newline
+        self.eof = False
+        self.framing = False
+        self.read_paused = False
+        self.write_paused = False
+        self.timer: asyncio.TimerHandle | None = None  # a refusal's close, or a slow reader's
+        self.task: asyncio.Task | None = None  # the rest of a handle that waited
+
+    # -- asyncio's calls ----------------------------------------------------------------------
+
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+        self.server._connected(self)
+        if self.early:
+            data, self.early = self.early, b""
+            self.data_received(data)
+
+    def data_received(self, data: bytes) -> None:
+        if self.refusing:  # the peer's request is in: the error line went before it
+            self.transport.close()
+            return
+        if self.closing:
+            return
+        if self.line_started is None and not self.answering:
+            self.line_started = time.monotonic()
+        self.server._touch(self)
+        self.buf += data
+        if not self.answering:
+            self._frame()
+        elif len(self.buf) > CHUNK and not self.read_paused:
+            self.read_paused = True
+            self.transport.pause_reading()
+
+    def eof_received(self) -> bool:
+        self.eof = True
+        if self.answering and not self.closing:
+            return True  # the answer still goes out; the connection closes after it
+        self._close()
+        return False
+
+    def pause_writing(self) -> None:
+        self.write_paused = True
+
+    def resume_writing(self) -> None:
+        self.write_paused = False
+        if self.timer is not None and not self.refusing:
+            self.timer.cancel()
+            self.timer = None
+            self._answered()
+
+    def connection_lost(self, exc) -> None:
+        self.closing = True
+        self._release()
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+        self.server._lost(self)
+
+    # -- lines --------------------------------------------------------------------------------
+
+    def _frame(self) -> None:
+        """Handle the whole lines in buf, one at a time, as long as each is answered at once."""
+        if self.framing:  # an answer given while this runs: the loop below goes on
+            return
+        self.framing = True
+        try:
+            while not self.answering and not self.closing:
+                got = self._next_line()
+                if got is None:
+                    break
+                self.answering = True
+                self.line_started = None
+                if isinstance(got, _LineTooLong):
+                    self.server.refused["busy" if got.code == "busy" else "too_large"] += 1
+                    self._reply(error_line(_guess_id(got.head), got.code, got.message))
+                else:
+                    self.task = eager.start(self.server.loop, self._serve_line(got))
+        finally:
+            self.framing = False
+        if self.answering or self.closing:
+            return
+        if self.eof:  # what is left is a line without its end
+            self._close()
+        elif self.read_paused:
+            self.read_paused = False
+            self.transport.resume_reading()
+
+    def _next_line(self) -> bytes | _LineTooLong | None:
+        """The next whole line of buf (without its newline) or its refusal; None until one is in.
+        A line past line_max is held only up to the cap of its method (`_cap_for` its head) and
+        within the daemon-wide budget for long lines; past either, the rest of it is dropped as
+        it comes and its refusal is the answer when its newline comes."""
+        lim, buf = self.server.limits, self.buf
+        nl = buf.find(b"\n", self.scanned)
+        if nl >= 0:
+            line = bytes(buf[:nl])
+            del buf[: nl + 1]
+            self.scanned = 0
+            skipped = self.skipping
+            self._line_ended()
+            if skipped is not None:
+                return skipped
+            if nl > lim.line_max:
+                cap = self.server._cap_for(line[: lim.line_max])
+                if nl > cap:
+                    return _LineTooLong(line[: lim.line_max], "too_large", f"a request line of this method may be at most {cap} bytes")
+            return line
+        if self.skipping is not None:
+            buf.clear()
+            self.scanned = 0
+        elif len(buf) > lim.line_max:
+            if not self.head:
+                self.head = bytes(buf[: lim.line_max])
+                self.cap = self.server._cap_for(self.head)
+            if len(buf) > self.cap:
+                self._skip(_LineTooLong(self.head, "too_large", f"a request line of this method may be at most {self.cap} bytes"))
+            elif self.server._big_held - self.held + len(buf) > lim.big_lines_budget:
+                self._skip(_LineTooLong(self.head, "busy", "too many long lines are held right now; send it again"))
+            else:
+                self.server._big_held += len(buf) - self.held
+                self.held = len(buf)
+                self.scanned = len(buf)
+        else:
+            self.scanned = len(buf)
+        return None
+
+    def _skip(self, refusal: _LineTooLong) -> None:
+        self.skipping = refusal
+        self.buf.clear()
+        self.scanned = 0
+        self._release()
+
+    def _line_ended(self) -> None:
+        self._release()
+        self.cap, self.head, self.skipping = self.server.limits.line_max, b"", None
+
+    def _release(self) -> None:
+        self.server._big_held -= self.held
+        self.held = 0
+
+    # -- answers ------------------------------------------------------------------------------
+
+    async def _serve_line(self, line: bytes) -> None:
+        try:
+            answer = await self.server._answer(self.peer, line)
+        except Exception:  # handle answers its own failures; this one closes the connection
+            log.exception("answering a request failed")
+            self.task = None
+            self._close()
+            return
+        self._reply(answer)
+
+    def _reply(self, data: bytes) -> None:
+        """Write an answer; past the high-water mark, the next line waits for the peer to read it."""
+        self.task = None
+        if self.closing:
+            return
+        self.transport.write(data)
+        if self.write_paused:
+            self.timer = self.server.loop.call_later(self.server.limits.line_s, self._slow)
+            return
+        self._answered()
+
+    def _answered(self) -> None:
+        self.answering = False
+        self.server._touch(self)
+        self.line_started = time.monotonic() if self.buf else None
+        self._frame()
+
+    def _slow(self) -> None:
+        """The peer read none of its answers for line_s: dropped, with what it has not read."""
+        self.timer = None
+        self.server.refused["slow"] += 1
+        self.closing = True
+        self.server._drop(self)
+        self.transport.abort()
+
+    def _close(self) -> None:
+        self.closing = True
+        self.server._drop(self)
+        self.transport.close()
+
+    def refuse(self, code: str, message: str) -> None:
+        """Answer and close without losing the answer: closing with the peer's request unread
+        would reset the connection before the peer reads why. Closed once the peer's bytes
+        come, at its end, or after REFUSE_S."""
+        self.refusing = self.closing = True
+        self.transport.write(error_line(0, code, message))
+        self.transport.write_eof()
+        self.timer = self.server.loop.call_later(REFUSE_S, self.transport.close)
 
 
 class SocketServer:
@@ -108,11 +321,14 @@ class SocketServer:
         self.allowed_uids = allowed_uids | {os.getuid()}
         # what the limits of the socket turned away (ping.refused; rate_limited is the methods')
         self.refused = {k: 0 for k in ("busy", "evicted", "idle", "slow", "too_large")}
-        self._conns: dict[int, _Conn] = {}      # in the order of their last activity (_touch)
+        self._conns: dict[int, _Conn] = {}      # admitted, in the order of their last activity (_touch)
+        self._open: set[_Conn] = set()          # every connection not yet lost, refused ones too
+        self._all_lost: asyncio.Future | None = None  # close() waits on it
+        self.loop: asyncio.AbstractEventLoop | None = None
         self._of_uid: Counter[int] = Counter()  # connections of each uid
         self._next_id = 0
         self._big_held = 0
-        self._server: asyncio.base_events.Server | None = None
+        self._listener: socket.socket | None = None
         self._inode: int | None = None  # of the socket file this server bound
         self._accept_failures = 0
         self._accept_logged = 0.0
@@ -130,11 +346,20 @@ class SocketServer:
                 raise LoncaError("busy", f"another worker serves {self.path}; stop it first, or set LONCA_SOCKET "
                                          "to a path of this worker's own")
             self.path.unlink()  # a leftover of a worker that ended without closing it
+        self.loop = asyncio.get_running_loop()
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         old = os.umask(0o177)
         try:
-            self._server = await asyncio.start_unix_server(self._serve, path=str(self.path), limit=CHUNK, backlog=BACKLOG)
+            listener.bind(str(self.path))
+        except BaseException:
+            listener.close()
+            raise
         finally:
             os.umask(old)
+        listener.listen(BACKLOG)
+        listener.setblocking(False)
+        self._listener = listener
+        self._listen()
         os.chmod(self.path, 0o600)
         if self.group is not None:
             try:
@@ -144,10 +369,7 @@ class SocketServer:
                                             f"not in it ({e.__class__.__name__}); name a group of yours") from None
             os.chmod(self.path, 0o660)
         self._inode = self.path.stat().st_ino
-        loop = asyncio.get_running_loop()
-        self._default_handler = loop.get_exception_handler()
-        loop.set_exception_handler(self._loop_exception)
-        self._watchdog = loop.create_task(self._watch())
+        self._watchdog = self.loop.create_task(self._watch())
 
     def _fit_to_descriptors(self) -> None:
         """The connection caps fit the descriptor limit (seed: "less when it has few file
@@ -168,26 +390,54 @@ class SocketServer:
             self.limits.max_conns = room
         self.limits.max_conns_per_uid = min(self.limits.max_conns_per_uid, self.limits.max_conns)
 
-    def _loop_exception(self, loop, context: dict) -> None:
-        """asyncio reports an accept that failed for want of descriptors with a traceback, once
-        per attempt: the quietest connections are evicted instead, and one line is logged at most
-        every ACCEPT_LOG_S."""
-        e = context.get("exception")
-        if (str(context.get("message", "")).startswith("socket.accept()") and isinstance(e, OSError)
-                and e.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)):
-            self._accept_failures += 1
-            for _ in range(ACCEPT_EVICT):
-                self._evict_quietest()
-            now = time.monotonic()
-            if now - self._accept_logged >= ACCEPT_LOG_S:
-                log.warning("accepting a connection failed %d times: %s; the quietest connections are evicted",
-                            self._accept_failures, os.strerror(e.errno))
-                self._accept_logged, self._accept_failures = now, 0
-            return
-        if self._default_handler:
-            self._default_handler(loop, context)
-        else:
-            loop.default_exception_handler(context)
+    def _listen(self) -> None:
+        if self._listener is not None:
+            self.loop.add_reader(self._listener.fileno(), self._accept)
+
+    def _accept(self) -> None:
+        """Every connection waiting, in this turn of the loop (asyncio's own accept takes a turn
+        more, a task per connection that makes its transport). The bytes a peer sent with its
+        connect are read here too: its line is framed in the next turn, with connection_made,
+        and not one turn after that when the transport's first read would get it."""
+        for _ in range(BACKLOG):
+            try:
+                sock, _addr = self._listener.accept()
+            except (BlockingIOError, InterruptedError, ConnectionAbortedError):
+                return
+            except OSError as e:
+                if e.errno not in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):
+                    log.warning("accepting a connection failed: %s", e)
+                    return
+                self._out_of_descriptors(e.errno)
+                return
+            try:
+                early = sock.recv(CHUNK, socket.MSG_DONTWAIT)
+            except (BlockingIOError, InterruptedError):
+                early = b""
+            except OSError:  # gone already
+                sock.close()
+                continue
+            # connect_accepted_socket's first step makes the transport (connection_made is called
+            # soon); its task only waits for that, the connection is the protocol's from then on
+            try:
+                eager.start(self.loop, self.loop.connect_accepted_socket(lambda: _Conn(self, early), sock))
+            except OSError:
+                sock.close()
+
+    def _out_of_descriptors(self, code: int) -> None:
+        """An accept failed for want of descriptors: the quietest connections are evicted, one
+        line is logged at most every ACCEPT_LOG_S, and accepting resumes ACCEPT_RETRY_S later
+        (the listening socket stays readable meanwhile: polling it would spin)."""
+        self._accept_failures += 1
+        for _ in range(ACCEPT_EVICT):
+            self._evict_quietest()
+        now = time.monotonic()
+        if now - self._accept_logged >= ACCEPT_LOG_S:
+            log.warning("accepting a connection failed %d times: %s; the quietest connections are evicted",
+                        self._accept_failures, os.strerror(code))
+            self._accept_logged, self._accept_failures = now, 0
+        self.loop.remove_reader(self._listener.fileno())
+        self.loop.call_later(ACCEPT_RETRY_S, self._listen)
 
     def _evict_quietest(self) -> None:
         quiet = [c for c in self._conns.values() if not c.answering and not c.closing]
@@ -198,12 +448,21 @@ class SocketServer:
             self.refused["evicted"] += 1
 
     async def close(self) -> None:
-        if self._server:
+        """Stop listening and close every connection: answers still unread by their peers get
+        CLOSE_S to flush, then they are dropped (a peer that never reads does not hold it)."""
+        if self._listener is not None:
             self._watchdog.cancel()
-            self._server.close()
-            for conn in list(self._conns.values()):
-                conn.writer.close()
-            await self._server.wait_closed()
+            self.loop.remove_reader(self._listener.fileno())
+            self._listener.close()
+            self._listener = None
+            for conn in list(self._open):
+                conn._close()
+            if self._open:
+                self._all_lost = self.loop.create_future()
+                await asyncio.wait([self._all_lost], timeout=CLOSE_S)
+                for conn in list(self._open):
+                    conn.transport.abort()
+                await asyncio.sleep(0)  # their connection_lost, called soon by abort
         # only the socket this server bound: another worker's, bound over it since, is theirs
         try:
             if self._inode is not None and self.path.stat().st_ino == self._inode:
@@ -232,8 +491,34 @@ class SocketServer:
             self.refused["evicted"] += 1
         return None
 
+    def _connected(self, conn: _Conn) -> None:
+        """A new connection, in the turn its transport is made: its peer checked and admitted,
+        or refused with why."""
+        if self._listener is None:  # accepted just before close()
+            conn._close()
+            return
+        uid, pid = peer_credentials(conn.transport.get_extra_info("socket"))
+        self._next_id += 1
+        conn.peer = Peer(uid=uid, pid=pid, conn_id=self._next_id)
+        self._open.add(conn)
+        if uid not in self.allowed_uids:
+            conn.refuse("forbidden", "this daemon serves another user; run your own daemon")
+            return
+        if self._admit(conn.peer):
+            self.refused["busy"] += 1
+            conn.refuse("busy", "every connection is answering or sending a request; send it again")
+            return
+        self._conns[conn.peer.conn_id] = conn
+        self._of_uid[uid] += 1
+
+    def _lost(self, conn: _Conn) -> None:
+        self._drop(conn)
+        self._open.discard(conn)
+        if not self._open and self._all_lost is not None and not self._all_lost.done():
+            self._all_lost.set_result(None)
+
     def _drop(self, conn: _Conn) -> None:
-        if self._conns.pop(conn.peer.conn_id, None) is not None:
+        if conn.peer is not None and self._conns.pop(conn.peer.conn_id, None) is conn:
             self._of_uid[conn.peer.uid] -= 1
 
     def _touch(self, conn: _Conn) -> None:
@@ -248,11 +533,11 @@ class SocketServer:
         connection is not quiet, it is about to be answered. A burst of new connections, each
         sending at once, evicted each other with their requests unread, over and over, until
         their clients gave up (issue 18: 30 agents at a cap of 4). The bytes may be in the
-        stream's buffer (fed, its task not yet run: asyncio has no public way to ask) or still in
-        the kernel's (the transport not yet polled, as for connections accepted in one batch)."""
-        if conn.line_started is not None or conn.reader._buffer:
+        connection's buffer or still in the kernel's (the transport not yet polled, as for
+        connections accepted in one batch, or reading paused)."""
+        if conn.line_started is not None or conn.buf:
             return True
-        sock = conn.writer.get_extra_info("socket")
+        sock = conn.transport.get_extra_info("socket")
         waiting = array.array("i", [0])
         try:
             fcntl.ioctl(sock.fileno(), termios.FIONREAD, waiting)
@@ -264,115 +549,10 @@ class SocketServer:
         conn.closing = True
         self._drop(conn)
         try:
-            conn.writer.write(error_line(0, code, message))
+            conn.transport.write(error_line(0, code, message))
         except (ConnectionError, RuntimeError):
             pass
-        conn.writer.close()
-
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        sock = writer.get_extra_info("socket")
-        uid, pid = peer_credentials(sock)
-        self._next_id += 1
-        peer = Peer(uid=uid, pid=pid, conn_id=self._next_id)
-        if uid not in self.allowed_uids:
-            await self._refuse(reader, writer, "forbidden", "this daemon serves another user; run your own daemon")
-            return
-        refusal = self._admit(peer)
-        if refusal:
-            self.refused["busy"] += 1
-            await self._refuse(reader, writer, "busy", "every connection is answering or sending a request; send it again")
-            return
-        conn = _Conn(peer=peer, reader=reader, writer=writer)
-        self._conns[peer.conn_id] = conn
-        self._of_uid[uid] += 1
-        try:
-            await self._loop(conn, reader)
-        except (ConnectionError, asyncio.IncompleteReadError):
-            pass
-        except asyncio.CancelledError:
-            pass  # the server is closing; ending quietly keeps asyncio from logging each connection
-        finally:
-            self._drop(conn)
-            if not writer.is_closing():
-                writer.close()
-
-    async def _refuse(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, code: str, message: str) -> None:
-        """Answer and close without losing the answer: closing with the peer's request unread
-        would reset the connection before the peer reads why."""
-        writer.write(error_line(0, code, message))
-        try:
-            await asyncio.wait_for(writer.drain(), 5)
-            writer.write_eof()
-            await asyncio.wait_for(reader.read(self.limits.line_max), 1.0)
-        except (asyncio.TimeoutError, ConnectionError, OSError):
-            pass
-        writer.close()
-
-    # -- reading lines ----------------------------------------------------------------------
-
-    async def _loop(self, conn: _Conn, reader: asyncio.StreamReader) -> None:
-        buf = bytearray()
-        while not conn.closing:
-            try:
-                line = await self._read_line(conn, reader, buf)
-            except _LineTooLong as e:
-                self.refused["busy" if e.code == "busy" else "too_large"] += 1
-                await self._send(conn, error_line(_guess_id(e.head), e.code, e.message))
-                continue
-            if line is None:
-                return
-            conn.answering = True
-            try:
-                response = await self._answer(conn.peer, line)
-                await self._send(conn, response)
-            finally:
-                conn.answering = False
-                self._touch(conn)
-
-    async def _read_line(self, conn: _Conn, reader: asyncio.StreamReader, buf: bytearray) -> bytes | None:
-        """The next whole line (without its newline), None at EOF or a close for time."""
-        lim = self.limits
-        conn.line_started = time.monotonic() if buf else None
-        cap = lim.line_max
-        held = 0  # bytes of a long line counted against the daemon-wide budget
-        skipping: _LineTooLong | None = None
-        head = bytes(buf[: lim.line_max])
-        try:
-            while True:
-                nl = buf.find(b"\n")
-                if nl >= 0:
-                    line = bytes(buf[:nl])
-                    del buf[: nl + 1]
-                    if skipping:
-                        raise skipping
-                    if nl > lim.line_max and nl > self._cap_for(line[: lim.line_max]):
-                        raise _LineTooLong(line[: lim.line_max], "too_large", f"a request line of this method may be at most {self._cap_for(line[: lim.line_max])} bytes")
-                    return line
-                if skipping is not None:
-                    buf.clear()
-                elif len(buf) > cap:
-                    if cap == lim.line_max:
-                        head = bytes(buf[: lim.line_max])
-                        cap = self._cap_for(head)
-                    if len(buf) > cap:
-                        skipping = _LineTooLong(head, "too_large", f"a request line of this method may be at most {cap} bytes")
-                        buf.clear()
-                        continue
-                    if self._big_held - held + len(buf) > lim.big_lines_budget:
-                        skipping = _LineTooLong(head, "busy", "too many long lines are held right now; send it again")
-                        buf.clear()
-                        continue
-                    self._big_held += len(buf) - held
-                    held = len(buf)
-                chunk = await reader.read(CHUNK)
-                if not chunk or conn.closing:
-                    return None
-                if conn.line_started is None:
-                    conn.line_started = time.monotonic()
-                self._touch(conn)
-                buf += chunk
-        finally:
-            self._big_held -= held
+        conn.transport.close()
 
     def _cap_for(self, head: bytes) -> int:
         """The line cap of a request, from its first LINE_MAX bytes."""
@@ -409,14 +589,3 @@ class SocketServer:
         except (TypeError, ValueError):
             log.exception("the answer to %s could not be encoded", req["method"])
             return error_line(req["id"], "internal", "the daemon failed to encode its answer; see its log")
-
-    async def _send(self, conn: _Conn, data: bytes) -> None:
-        conn.writer.write(data)
-        if not conn.writer.transport.get_write_buffer_size():
-            return
-        try:
-            await asyncio.wait_for(conn.writer.drain(), self.limits.line_s)
-        except asyncio.TimeoutError:
-            self.refused["slow"] += 1
-            conn.closing = True
-            conn.writer.close()
