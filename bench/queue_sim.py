@@ -28,6 +28,12 @@ bench's check). Policies:
   L + two groups or more on the runners still left (measured, no gain: not in the worker).
 - `simulate_rolling`: no waves, a chain of links checked as runners free (measured, not in the
   worker; its docstring says what it does).
+- `scoped`: scoped checks (issue 15's "tree the policy proves equivalent"): every check of a
+  candidate is one scope's check on that scope's filtered tree, and a tree passes a scope when
+  its filtered tree of the scope passed, whichever tree it was checked on. A screened wave in each
+  scope at once (`scoped_round`), the runners counted a check a scope; `SCOPES` says how the
+  bench's paths fall into scopes. `simulate_scoped_rolling`: the same rule without waves, one
+  check in flight a scope, landing as it ends (a model only).
 
 `python -m bench.queue_sim` prints the means over 32 shufflings of the workload (seeds
 15-46; one run of this model is chaotic: a round that ends a little later takes a different
@@ -391,6 +397,39 @@ def wave_round(rnd: Round, cleared: list[list[int]], suspects: list[list[int]], 
     return out
 
 
+def scoped_round(rnd: Round, waves: list[tuple[list[list[int]], list[list[int]], list[list[list[int]]]]],
+                 runners: int) -> Generator:
+    """Scoped checks: one screened wave in each scope, each candidate a check of that scope's
+    filtered tree only (trunk's files of the scope + the candidate's changes: a lane is one path,
+    so one scope). What lands is the union of each scope's biggest passing tree: the landed
+    tree's filtered tree of every scope is one that passed (a scope nothing landed in is trunk's,
+    which passed), so no check of the combined tree. Within one scope the rule stays exact: two
+    passing groups of a scope are two filtered trees, one lands, the other is cleared for the
+    next wave's L of that scope."""
+    outs = yield [rnd.sim.spawn(wave_round(rnd, cl, su, groups, runners, False)) for cl, su, groups in waves]
+    out = Outcome()
+    for o in outs:
+        out.landed += o.landed
+        out.rejected += o.rejected
+        out.suspects += o.suspects
+    return out
+
+
+# How a check's paths cut the bench's tree (bench/scale_repo.py's pkgNNN/subNN/mI.py and the
+# shared hot/hK.py): one check of the whole tree (today's rule, the control), one scoped check
+# per top-level folder (the brief's setting: pkg000 and hot at 256 changes), per folder holding
+# the modules (pkg000/sub00-02, filled in arrival order, and hot), per file (every module its own
+# check: the finest a policy can say), or a layout the bench does not have: the independent
+# modules in 8 scopes by their number mod 8, each shared module its own.
+SCOPES: dict[str, Callable[[str], str]] = {
+    "whole": lambda path: "",
+    "top": lambda path: path.split("/", 1)[0],
+    "folder": lambda path: path.rsplit("/", 1)[0],
+    "file": lambda path: path,
+    "mod8": lambda path: path if path.startswith("hot/") else f"m{int(path.rsplit('m', 1)[1][:-3]) % 8}",
+}
+
+
 class Queue:
     def __init__(self, changes: list[Change]) -> None:
         self.changes = changes
@@ -413,7 +452,7 @@ class Queue:
 
 def simulate(changes: list[Change], runners: int, t: float, policy: str, batch: int = 16,
              parts: int | None = None, size: int = 0, spec_all: bool = False, m: int = 2,
-             fill: bool = True, stack: bool = False, least: int = 2) -> dict:
+             fill: bool = True, stack: bool = False, least: int = 2, scopes: str = "whole") -> dict:
     sim, q = Sim(runners), Queue(changes)
     gap = t / runners
     orders = itertools.count(1)
@@ -424,12 +463,58 @@ def simulate(changes: list[Change], runners: int, t: float, policy: str, batch: 
             q.wake.fire(sim)
         sim.at(arrive[c.index], come)
     pipelined = policy == "main" and runners > 1
+    scope = SCOPES[scopes]
 
     def start(base: frozenset, ahead: Round | None) -> tuple[Round, Event] | None:
         order = [i for i in q.queued if i not in q.verifying]
         if ahead is not None:
             held = {q.key[i] for i in ahead.window if i not in ahead.landing}
             order = [i for i in order if q.key[i] not in held or held.add(q.key[i])]  # type: ignore[func-returns-value]
+        if policy == "scoped":
+            g = size or group_size((len(q.rejected) + 1) / (len(q.decided) + 10))
+            # scoped: each scope's own L, suspects' prefixes and groups, every one a check of
+            # that scope's filtered tree, so the runners are counted a check a scope: fresh lanes
+            # in queue order join their scope's open group (at most g changes) or open one while
+            # a runner is left; a group never spans two scopes (that would be two checks anyway)
+            lanes = [ln[:m] for ln in q.lanes(order)]
+            of = lambda ln: scope(q.changes[ln[0]].path)  # noqa: E731
+            waves: dict[str, tuple[list, list, list]] = {}
+            free = runners
+            for ln in lanes:
+                if any(i in q.suspect for i in ln):
+                    if (cut := ln[:free]):
+                        waves.setdefault(of(ln), ([], [], []))[1].append(cut)
+                        free -= len(cut)
+                elif all(i in q.cleared for i in ln):
+                    w = waves.setdefault(of(ln), ([], [], []))
+                    if not w[0] and free:
+                        free -= 1
+                        w[0].append(ln)
+                    elif w[0]:
+                        w[0].append(ln)
+            for ln in lanes:
+                if any(i in q.suspect for i in ln) or all(i in q.cleared for i in ln):
+                    continue
+                groups = waves.setdefault(of(ln), ([], [], []))[2]
+                if groups and sum(map(len, groups[-1])) + len(ln) <= g:
+                    groups[-1].append(ln)
+                elif free > 0:
+                    groups.append([ln])
+                    free -= 1
+            while free > 0:     # groups on every free runner: the biggest group of a scope halved
+                groups = max((gs for _, _, gs in waves.values()), key=lambda gs: max(map(len, gs), default=0))
+                big = max(groups, key=len, default=[])
+                if sum(map(len, big)) < 2 * min(least, g) or len(big) < 2:
+                    break
+                groups.remove(big)
+                groups += split_even(big, 2)
+                free -= 1
+            window = [i for cl, su, gs in waves.values() for ln in cl + su + [x for gr in gs for x in gr] for i in ln]
+            if not window:
+                return None
+            rnd = Round(sim, q, base, window, next(orders))
+            q.verifying.update(window)
+            return rnd, sim.spawn(scoped_round(rnd, list(waves.values()), runners))
         if policy == "wave":      # as run_screened in queue/lane_round.py
             g = size or group_size((len(q.rejected) + 1) / (len(q.decided) + 10))
             lanes = [ln[:m] for ln in q.lanes(order)]
@@ -761,6 +846,89 @@ def simulate_rolling(changes: list[Change], runners: int, t: float, g: int = 0, 
             "checks": checks[0], "per_change": checks[0] / max(1, len(decided)), "right": right}
 
 
+def simulate_scoped_rolling(changes: list[Change], runners: int, t: float, scopes: str, g: int = 0) -> dict:
+    """Scoped checks without waves (a model only): each scope has at most one check in flight,
+    so the scope's filtered tree of trunk never moves under it, and a passing check lands the
+    moment it ends (its filtered tree is exactly the one the landed tree has in that scope; the
+    other scopes' are trunk's). A free runner goes to the scope whose oldest ready change waited
+    longest: a suspect's change alone, else up to g of its fresh ready changes (lane prefixes) in
+    one check. A failing check of one change rejects it (trunk's filtered tree + it failed); of
+    more, its changes become suspects, each checked alone."""
+    scope = SCOPES[scopes]
+    gap = t / runners
+    arrive = {c.index: c.index * gap for c in changes}
+    failing = {c.index for c in changes if c.failing}
+    key = {c.index: (c.path if c.path.startswith("hot/") else f"own{c.index}") for c in changes}
+    of = {c.index: scope(c.path) for c in changes}
+    lane_of: dict[str, list[int]] = {}
+    for c in changes:
+        lane_of.setdefault(key[c.index], []).append(c.index)
+    sim = Sim(runners)
+    queued: list[int] = []
+    suspect: set[int] = set()
+    busy: set[str] = set()
+    trunk: set[int] = set()
+    decided: dict[int, float] = {}
+    rejected: set[int] = set()
+    free, checks, logger = [runners], [0], [0.0]
+
+    def ready(i: int, taking: list[int]) -> bool:
+        lane = lane_of[key[i]]
+        return all(j in trunk or j in rejected or j in taking for j in lane[:lane.index(i)])
+
+    def candidate(s: str) -> list[int]:
+        mine = [i for i in queued if of[i] == s]
+        sus = [i for i in mine if i in suspect and ready(i, [])]
+        if sus:
+            return sus[:1]
+        out: list[int] = []
+        for i in mine:
+            if i not in suspect and len(out) < (g or group_size((len(rejected) + 1) / (len(decided) + 10))) \
+                    and ready(i, out):
+                out.append(i)
+        return out
+
+    def dispatch() -> None:
+        while free[0]:
+            todo = [(arrive[c[0]], s, c) for s in dict.fromkeys(of[i] for i in queued) if s not in busy
+                    and (c := candidate(s))]
+            if not todo:
+                return
+            _, s, chain = min(todo)
+            free[0] -= 1
+            checks[0] += 1
+            busy.add(s)
+            ok = not any(i in failing for i in chain)
+            sim.at(sim.now + MERGE_S * len(chain) + SLOT_S, lambda s=s, chain=chain, ok=ok: end(s, chain, ok))
+
+    def end(s: str, chain: list[int], ok: bool) -> None:
+        free[0] += 1
+        busy.discard(s)
+        if ok or len(chain) == 1:
+            logger[0] = max(logger[0], sim.now) + LOG_S
+            for i in chain:
+                queued.remove(i)
+                suspect.discard(i)
+                decided[i] = logger[0]
+                (trunk if ok else rejected).add(i)
+        else:
+            suspect.update(chain)
+        dispatch()
+
+    for c in changes:
+        def come(i=c.index) -> None:
+            queued.append(i)
+            dispatch()
+        sim.at(arrive[c.index], come)
+    sim.run()
+    landed = [i for i in decided if i not in rejected]
+    span = max(decided.values()) - min(arrive.values())
+    return {"policy": "scoped-rolling", "per_min": len(decided) / span * 60,
+            "p95": pct([decided[i] - arrive[i] for i in landed], 95), "checks": checks[0],
+            "per_change": checks[0] / max(1, len(decided)),
+            "right": rejected == failing and len(decided) == len(changes)}
+
+
 def main() -> None:
     runners = int(os.environ.get("BENCH_QUEUE_RUNNERS", "8"))
     t = float(os.environ.get("BENCH_QUEUE_T", "1"))
@@ -780,6 +948,10 @@ def main() -> None:
         ("screened, groups on every free runner, >= 2", lambda w: simulate(w, runners, t, "wave", 16)),
         ("screened, groups on every free runner, >= 3", lambda w: simulate(w, runners, t, "wave", 16, least=3)),
         ("  + stacked groups on the runners left", lambda w: simulate(w, runners, t, "wave", 16, stack=True)),
+        *[(f"scoped checks, waves, {name}", lambda w, name=name: simulate(w, runners, t, "scoped", 16, scopes=name))
+          for name in SCOPES],
+        *[(f"scoped checks, rolling, {name}", lambda w, name=name: simulate_scoped_rolling(w, runners, t, name))
+          for name in SCOPES],
         ("rolling, one link in flight, wait 0.3 s", lambda w: simulate_rolling(w, runners, t, 0, 0.3, 1)),
         ("rolling, two links, g = 3, no wait", lambda w: simulate_rolling(w, runners, t, 3, 0.0, 2))]
     for name, run in rows:
