@@ -36,6 +36,7 @@ SAMPLE_S = float(os.environ.get("BENCH_SAMPLE_S", "60"))
 TRACE_FRAMES = int(os.environ.get("BENCH_SAMPLE_TRACE", "0"))
 PROBE_S = float(os.environ.get("BENCH_SAMPLE_PROBE_S", "0"))
 CENSUS = bool(os.environ.get("BENCH_SAMPLE_CENSUS"))
+HOLDERS = bool(os.environ.get("BENCH_SAMPLE_HOLDERS"))
 DUMP_DIR = os.environ.get("BENCH_SAMPLE_DUMP", "")   # each traced snapshot also dumped there, to compare offline
 _libc = ctypes.CDLL(None)
 
@@ -151,6 +152,47 @@ def containers(d) -> dict:
             if isinstance(v, (dict, list, set, collections.deque)) and v:
                 out[f"d.{name}.{f}" if f != name else f"d.{name}"] = [len(v), None]
     out["d.symbols.bytes_mb"] = [d.symbols._bytes >> 20, d.symbols._tree_bytes >> 20]   # estimates against their bounds
+    return out
+
+
+def holders(d) -> dict:
+    """name -> deep MB of each holder of the worker's memory, measured in this order with one
+    `seen`, so what two hold (a table in the symbol cache and in a base's index) counts for the
+    first: the state's sessions' events, the tree maps and blob sizes, the tree answers, the
+    symbol cache's tables, its bases' indexes, its kept trees (their sources; a tree's C nodes
+    are not Python objects: symbols/cache.py's estimate stands beside), the warmer, the rest of
+    the state, the log writer's and the queue's containers. BENCH_SAMPLE_HOLDERS=1 (a walk of every table:
+    seconds a sample)."""
+    seen: set[int] = {id(d), id(asyncio.get_running_loop())}   # what every holder can reach
+    out: dict = {}
+
+    def put(name, obj):
+        try:
+            out[name] = round(deep_kb(obj, seen) / 1024, 1)
+        except Exception as e:  # noqa: BLE001 - one holder lost, the others kept
+            out[name] = repr(e)[:100]
+    for repo, rs in d.state.repos.items():
+        put(f"{repo}.events", rs.events)
+    put("tree_maps.maps", d.tree_maps._maps)
+    put("tree_maps.sizes", d.tree_maps._sizes)
+    out["tree_maps.counts"] = [len(d.tree_maps._maps), len(d.tree_maps._sizes)]
+    put("manifests", d.manifests._held)
+    put("symbols.tables", d.symbols._blobs)
+    put("symbols.bases", d.symbols._bases)
+    put("symbols.trees_source", d.symbols._trees)
+    out["symbols.counts"] = [len(d.symbols._blobs), len(d.symbols._bases), len(d.symbols._trees)]
+    put("warmer", [d.warmer._wanted, d.warmer._last])
+    put("state", [d.state.repos, d.state.nonces, d.state.sign_counts])
+    log = d.log     # its containers only: the engine's objects do not bear being walked
+    put("log", [log._pending, log._quick, log._in_flight, log._witness_owed, log.durable_next])
+    put("queue", [v for v in vars(d.queue).values() if isinstance(v, (dict, set, list))])
+    put("told_hooks_rate_running", [d.told, d.hooks, d.rate, d.running])
+    from lonca.symbols import languages, mentions
+
+    from lonca.service import globs
+    out["lru"] = {"language_of": languages.language_of.cache_info().currsize,
+                  "mentions": [f.cache_info().currsize for f in vars(mentions).values() if hasattr(f, "cache_info")],
+                  "globs": [f.cache_info().currsize for f in vars(globs).values() if hasattr(f, "cache_info")]}
     return out
 
 
@@ -280,6 +322,8 @@ class Sampler:
             for repo, rs in self.daemon.state.repos.items():
                 line[repo] = {"next_seq": rs.next_seq, "integrations": rs.integrations}
             line["containers"] = containers(self.daemon)
+            if HOLDERS:
+                line["holders"] = holders(self.daemon)
             gc.unfreeze()
             counts = collections.Counter(type(o).__name__ for o in gc.get_objects())
             gc.freeze()

@@ -54,7 +54,11 @@ def check_files(value: list[dict]) -> list[dict]:
 
 
 _ANCESTORS = 64     # how far back a held map is looked for; a whole walk costs ~1 µs a file
-_SIZES = 400_000    # blob sizes remembered (about 60 MB)
+# blob sizes remembered: twice the files of the largest flat map held (each held commit's blobs,
+# and those a few trunk moves replaced), at least _SIZES_MIN. A count fixed at 400,000 (about 60
+# MB) filled with the blobs of history in a repository of 10,000 files, where every edit is a new
+# blob; at 100,000 files it is 200,000, two whole trees' worth
+_SIZES_MIN = 1024
 _DEPTH = 8          # overlays stacked on a map before it is made flat
 
 
@@ -71,6 +75,7 @@ class TreeMaps:
         self._sizes: OrderedDict[str, int] = OrderedDict()      # blob id -> size (blobs never change)
         self._lock = threading.Lock()  # shared by the worker's threads
         self.size = size
+        self._files = 0     # the files of the largest flat map put: what bounds _sizes
 
     def held(self, commit_id: str, wait: bool = True) -> Mapping[str, TreeEntry] | None:
         """The map if held; `wait=False` (the event loop): None while a thread holds the lock
@@ -111,12 +116,14 @@ class TreeMaps:
             size = repo.odb.read_header(e.oid)[1]
             with self._lock:
                 self._sizes[e.oid] = size
-                if len(self._sizes) > _SIZES:
+                if len(self._sizes) > max(_SIZES_MIN, 2 * self._files):
                     self._sizes.popitem(last=False)
         return {"path": path, "mode": mode_word(e.mode), "blob": e.oid, "size": size}
 
     def put(self, commit_id: str, m: Mapping[str, TreeEntry]) -> None:
         with self._lock:
+            if isinstance(m, dict):     # an overlay's len walks it; it is its flat base's, give or take its changes
+                self._files = max(self._files, len(m))
             self._maps[commit_id] = m
             self._maps.move_to_end(commit_id)
             if len(self._maps) > self.size:

@@ -112,6 +112,7 @@ class SymbolWarmer:
             what = "from scratch"
         if index is None:
             return
+        self.cache.fit(len(index.files))    # trunk's size bounds what the cache holds
         with self._cond:
             self._last[repo] = (commit, index)
         log.info("warmed base %s of %s: %s, %.0f ms (%.0f ms of CPU)", commit[:12], repo, what,

@@ -45,6 +45,14 @@ if TYPE_CHECKING:
 DEFAULT_TABLE_BYTES = 16 * 1024 * 1024
 DEFAULT_TREE_BYTES = 32 * 1024 * 1024  # estimated memory of the trees kept (tree_bytes); RSS is about twice that
 TREE_BYTES_PER_SOURCE_BYTE = 40  # measured with tracemalloc: 21x (standard library) to 43x (small modules)
+# What a repository of N files gets (fit): N x these, between the floors and the bounds above. A
+# trunk of 10,000 small files filled the fixed bounds with the tables and trees of blobs history
+# left behind (every edit is a new blob), ~100 MB of RSS it did not need; from 32,000 files on
+# (the 100,000-file scale bench) the bounds are the fixed ones, as before.
+TABLE_BYTES_PER_FILE = 512
+TREE_BYTES_PER_FILE = 1024
+TABLE_BYTES_FLOOR = 4 * 1024 * 1024
+TREE_BYTES_FLOOR = 8 * 1024 * 1024
 _MAX_PATHS_PER_BLOB = 8
 _MAX_BASES = 8
 
@@ -65,11 +73,12 @@ class TableStore(Protocol):
 class SymbolCache:
     def __init__(self, max_bytes: int = DEFAULT_TABLE_BYTES,
                  tree_bytes: int = DEFAULT_TREE_BYTES, store: TableStore | None = None) -> None:
-        self._max_bytes = max_bytes
+        self._max_bytes = self._bound_bytes = max_bytes
         self._bytes = 0
+        self._files = 0     # the files of the largest base fitted to
         self._blobs: OrderedDict[Key, dict[str, FileSymbols]] = OrderedDict()
         self.store = store
-        self._max_tree_bytes = tree_bytes
+        self._max_tree_bytes = self._bound_tree_bytes = tree_bytes
         self._tree_bytes = 0
         self._trees: OrderedDict[tuple[str, str | None], tuple[bytes, Tree]] = OrderedDict()
         self._bases: OrderedDict[str, NameIndex] = OrderedDict()
@@ -146,9 +155,29 @@ class SymbolCache:
         if len(by_path) < _MAX_PATHS_PER_BLOB and path not in by_path:
             by_path[path] = table
             self._bytes += table_bytes(table)
+        self._drop_tables()
+
+    def _drop_tables(self) -> None:
+        """Under the lock: the least recently used tables go, down to the bound (one stays)."""
         while self._bytes > self._max_bytes and len(self._blobs) > 1:
             for gone in self._blobs.popitem(last=False)[1].values():
                 self._bytes -= table_bytes(gone)
+
+    def _drop_trees(self) -> None:
+        """Under the lock: the least recently used trees go, down to the bound."""
+        while self._tree_bytes > self._max_tree_bytes:
+            self._tree_bytes -= tree_bytes(self._trees.popitem(last=False)[1][0])
+
+    def fit(self, files: int) -> None:
+        """Bound the tables and trees held by the files of the largest base warmed (a repository
+        of `files` files gets files x TABLE_BYTES_PER_FILE and x TREE_BYTES_PER_FILE, between
+        the floors and the bounds this cache was made with), and drop what is over."""
+        with self._lock:
+            self._files = max(self._files, files)
+            self._max_bytes = min(self._bound_bytes, max(TABLE_BYTES_FLOOR, TABLE_BYTES_PER_FILE * self._files))
+            self._max_tree_bytes = min(self._bound_tree_bytes, max(TREE_BYTES_FLOOR, TREE_BYTES_PER_FILE * self._files))
+            self._drop_tables()
+            self._drop_trees()
 
     def answered(self, table: FileSymbols, oid: str) -> None:
         """`table` learnt mentions (mentions.py): the store keeps them too."""
@@ -236,8 +265,7 @@ class SymbolCache:
                 return
             self._trees[key] = (data, tree)
             self._tree_bytes += tree_bytes(data)
-            while self._tree_bytes > self._max_tree_bytes:
-                self._tree_bytes -= tree_bytes(self._trees.popitem(last=False)[1][0])
+            self._drop_trees()
 
 
 def tree_bytes(data: bytes) -> int:

@@ -23,3 +23,29 @@ def test_an_edit_is_spliced_from_the_table_the_base_index_holds():
     assert sorted(facts.edits) == ["m.py#g"]
     assert not cache._trees, "the new version was parsed whole, not spliced from the base's table"
     assert sorted(read) == sorted(blobs), "each blob is read once: the base's table was not made again"
+
+
+def _filled() -> SymbolCache:
+    """A cache at its default bounds: 60 files of 500 functions, each a new blob (~21 MB of
+    tables and ~24 MB of trees by their estimates)."""
+    cache = SymbolCache()
+    for n in range(60):
+        text = "".join(f"def f{n}_{i}(x):\n    return x\n" for i in range(500)).encode()
+        cache.table(f"m{n}.py", f"{n:040x}", lambda: text)
+    return cache
+
+
+def test_a_small_repository_bounds_the_tables_and_trees_held_by_its_files():
+    """Fitted to a trunk of 10,000 files the cache holds 5 MiB of tables and 10 MiB of trees:
+    at the fixed 16 / 32 MiB a soak's trunk of 10,000 small files filled them with history."""
+    from lonca.symbols.cache import DEFAULT_TABLE_BYTES, DEFAULT_TREE_BYTES
+    cache = _filled()
+    assert cache.held_bytes > 8 << 20 and cache._tree_bytes > 16 << 20
+    cache.fit(10_000)
+    assert cache.held_bytes <= 5 << 20 and cache._tree_bytes <= 10 << 20 and len(cache) >= 1
+    big = _filled()
+    big.fit(100_000)   # the scale bench's repository keeps the fixed bounds
+    assert DEFAULT_TABLE_BYTES - (1 << 20) < big.held_bytes <= DEFAULT_TABLE_BYTES
+    assert big._tree_bytes > DEFAULT_TREE_BYTES - (1 << 20)
+    big.fit(1_000)      # a smaller repository of the same worker does not shrink the bound
+    assert big._tree_bytes > DEFAULT_TREE_BYTES - (1 << 20)
