@@ -56,6 +56,8 @@ def check_files(value: list[dict]) -> list[dict]:
 _ANCESTORS = 64     # how far back a held map is looked for; a whole walk costs ~1 µs a file
 _SIZES = 400_000    # blob sizes remembered (about 60 MB)
 _DEPTH = 8          # overlays stacked on a map before it is made flat
+_NEAR = 8           # on the event loop (TreeMaps.near): ancestors looked at for a held map,
+_NEAR_FILES = 256   # and files of difference from it (a one-file change's walk costs ~0.1 ms)
 
 
 class TreeMaps:
@@ -101,6 +103,35 @@ class TreeMaps:
         self.put(commit_id, m)
         return m
 
+    def near(self, repo: pygit2.Repository, commit_id: str) -> Mapping[str, TreeEntry] | None:
+        """The map on the event loop, waiting for no lock: held, or made from a held map of one of
+        the commit's last _NEAR first-parent ancestors and at most _NEAR_FILES files of difference
+        (a trunk just moved by a few integrations, whose first previews would otherwise all go to
+        a thread until one made its map); None where that is not so, or where one more overlay
+        would need flattening (a copy of the whole map: a thread's get does it)."""
+        held = self.held(commit_id, wait=False)
+        if held is not None:
+            return held
+        try:
+            commit = commit_of(repo, commit_id)
+        except LoncaError:
+            return None
+        ancestor, before = held_ancestor(commit, lambda c: self.held(c, wait=False), _NEAR)
+        if before is None or (before.depth if isinstance(before, TreeOverlay) else 0) >= _DEPTH:
+            return None
+        changes: dict[str, TreeEntry | None] = {}
+        for path, _, b in file_changes(repo, ancestor.tree, commit.tree):
+            if len(changes) == _NEAR_FILES:
+                return None     # a large merge: its walk would hold the loop
+            changes[path] = None if b is None else TreeEntry(str(b.id), OCTAL.get(b.filemode, "100644"))
+        m = TreeOverlay(before, changes)
+        if self._lock.acquire(False):   # else a thread is putting one: the next preview puts it
+            try:
+                self._keep(commit_id, m)
+            finally:
+                self._lock.release()
+        return m
+
     def entry(self, repo: pygit2.Repository, path: str, e: TreeEntry) -> dict:
         """The seed's tree entry of `e` at `path`, its size from the object's header once, then
         from memory (a header of a deltified packed object costs tens of µs)."""
@@ -117,10 +148,14 @@ class TreeMaps:
 
     def put(self, commit_id: str, m: Mapping[str, TreeEntry]) -> None:
         with self._lock:
-            self._maps[commit_id] = m
-            self._maps.move_to_end(commit_id)
-            if len(self._maps) > self.size:
-                self._maps.popitem(last=False)
+            self._keep(commit_id, m)
+
+    def _keep(self, commit_id: str, m: Mapping[str, TreeEntry]) -> None:
+        """(the lock held)"""
+        self._maps[commit_id] = m
+        self._maps.move_to_end(commit_id)
+        if len(self._maps) > self.size:
+            self._maps.popitem(last=False)
 
 
 def tree_map(repo: pygit2.Repository, tree: pygit2.Tree) -> dict[str, TreeEntry]:
@@ -216,12 +251,13 @@ def built_map(repo: pygit2.Repository, base_tree: pygit2.Tree, tree: pygit2.Tree
 T = TypeVar("T")
 
 
-def held_ancestor(commit: pygit2.Commit, lookup: Callable[[str], T | None]) -> tuple[pygit2.Commit, T | None]:
-    """The nearest first-parent ancestor of `commit` (at most _ANCESTORS back) that `lookup`
+def held_ancestor(commit: pygit2.Commit, lookup: Callable[[str], T | None],
+                  limit: int = _ANCESTORS) -> tuple[pygit2.Commit, T | None]:
+    """The nearest first-parent ancestor of `commit` (at most `limit` back) that `lookup`
     holds something for, and that thing; (the last ancestor looked at, None) when none is held.
     What is held for it plus the trees' difference makes `commit`'s in the time of the change."""
     ancestor: pygit2.Commit = commit
-    for _ in range(_ANCESTORS):
+    for _ in range(limit):
         if not ancestor.parents:
             break
         ancestor = ancestor.parents[0]
@@ -323,13 +359,14 @@ class NotQuick(Exception):
     """A preview begun on the event loop needs what is not held or not small: it is run on a thread."""
 
 
-def quick_base(maps: TreeMaps, cache: SymbolCache, base: str, files: list[dict]) -> Mapping[str, TreeEntry] | None:
-    """`base`'s map when a preview of `files` (check_files's) may be judged on the event loop:
-    the map held, each path written (none deleted: its symbols go) with at most QUICK_BYTES as a
+def quick_base(repo: pygit2.Repository, maps: TreeMaps, cache: SymbolCache, base: str,
+               files: list[dict]) -> Mapping[str, TreeEntry] | None:
+    """`base`'s map when a preview of `files` (check_files's) may be judged on the event loop
+    (`repo`, the loop's own handle): the map held or near (TreeMaps.near), each path written (none deleted: its symbols go) with at most QUICK_BYTES as a
     regular file, either new or a regular file of the base whose symbol table is held (by the
     cache, or by the base's index: compute_facts takes the old side's table from it); else None.
     No lock is waited for: a thread holding one would first need the GIL back."""
-    base_map = maps.held(base, wait=False)
+    base_map = maps.near(repo, base)
     if base_map is None:
         return None
     old = []
