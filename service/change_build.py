@@ -1,4 +1,5 @@
 """Building a proposal in the bare store (pygit2) and computing its facts (lonca.symbols)."""
+import asyncio
 import base64
 import binascii
 import threading
@@ -56,8 +57,7 @@ def check_files(value: list[dict]) -> list[dict]:
 _ANCESTORS = 64     # how far back a held map is looked for; a whole walk costs ~1 µs a file
 _SIZES = 400_000    # blob sizes remembered (about 60 MB)
 _DEPTH = 8          # overlays stacked on a map before it is made flat
-_NEAR = 8           # on the event loop (TreeMaps.near): ancestors looked at for a held map,
-_NEAR_FILES = 256   # and files of difference from it (a one-file change's walk costs ~0.1 ms)
+_NEAR_FILES = 256   # files of difference made on the event loop (TreeMaps.near; a one-file change's costs ~0.1 ms)
 
 
 class TreeMaps:
@@ -104,11 +104,13 @@ class TreeMaps:
         return m
 
     def near(self, repo: pygit2.Repository, commit_id: str) -> Mapping[str, TreeEntry] | None:
-        """The map on the event loop, waiting for no lock: held, or made from a held map of one of
-        the commit's last _NEAR first-parent ancestors and at most _NEAR_FILES files of difference
-        (a trunk just moved by a few integrations, whose first previews would otherwise all go to
-        a thread until one made its map); None where that is not so, or where one more overlay
-        would need flattening (a copy of the whole map: a thread's get does it)."""
+        """The map on the event loop, waiting for no lock: held, or made as `get` makes it from a
+        held ancestor's (held_ancestor: a trunk moved by a batch of integrations, whose middle
+        commits nobody asked about) with at most _NEAR_FILES files of difference; the first
+        previews on a new trunk would otherwise all go to a thread until one made its map. None
+        where that is not so, or where one more overlay would need flattening (a copy of the
+        whole map, 2-10 ms at 100 000 files): an overlay made here _DEPTH deep is flattened on a
+        thread of the running loop at once, so the next trunk's is made here too."""
         held = self.held(commit_id, wait=False)
         if held is not None:
             return held
@@ -116,7 +118,7 @@ class TreeMaps:
             commit = commit_of(repo, commit_id)
         except LoncaError:
             return None
-        ancestor, before = held_ancestor(commit, lambda c: self.held(c, wait=False), _NEAR)
+        ancestor, before = held_ancestor(commit, lambda c: self.held(c, wait=False))
         if before is None or (before.depth if isinstance(before, TreeOverlay) else 0) >= _DEPTH:
             return None
         changes: dict[str, TreeEntry | None] = {}
@@ -130,7 +132,16 @@ class TreeMaps:
                 self._keep(commit_id, m)
             finally:
                 self._lock.release()
+            if m.depth == _DEPTH:
+                asyncio.get_running_loop().run_in_executor(None, self._flatten, commit_id, m)
         return m
+
+    def _flatten(self, commit_id: str, m: "TreeOverlay") -> None:
+        """(a thread) `m`, held for `commit_id`, held as one dict instead: the same map."""
+        flat = m.flat()
+        with self._lock:
+            if self._maps.get(commit_id) is m:
+                self._maps[commit_id] = flat
 
     def entry(self, repo: pygit2.Repository, path: str, e: TreeEntry) -> dict:
         """The seed's tree entry of `e` at `path`, its size from the object's header once, then
@@ -251,13 +262,12 @@ def built_map(repo: pygit2.Repository, base_tree: pygit2.Tree, tree: pygit2.Tree
 T = TypeVar("T")
 
 
-def held_ancestor(commit: pygit2.Commit, lookup: Callable[[str], T | None],
-                  limit: int = _ANCESTORS) -> tuple[pygit2.Commit, T | None]:
-    """The nearest first-parent ancestor of `commit` (at most `limit` back) that `lookup`
+def held_ancestor(commit: pygit2.Commit, lookup: Callable[[str], T | None]) -> tuple[pygit2.Commit, T | None]:
+    """The nearest first-parent ancestor of `commit` (at most _ANCESTORS back) that `lookup`
     holds something for, and that thing; (the last ancestor looked at, None) when none is held.
     What is held for it plus the trees' difference makes `commit`'s in the time of the change."""
     ancestor: pygit2.Commit = commit
-    for _ in range(limit):
+    for _ in range(_ANCESTORS):
         if not ancestor.parents:
             break
         ancestor = ancestor.parents[0]
