@@ -9,7 +9,10 @@ the worker's log), a restart that warms from the tables on disk, and a stop whil
 scratch runs.
 
 Sizes: BENCH_SCALE_FILES (default "2000,100000"; "2000,20000" where 100 000 takes too long).
-BENCH_SCALE_CHANGES (default 500) and BENCH_SCALE_AGENTS (default 50).
+BENCH_SCALE_CHANGES (default 500) and BENCH_SCALE_AGENTS (default 50). BENCH_REPEAT (default 1):
+the workload run that many times at each size, each on a fresh worker importing the one repository
+generated for that size; every run's figures are printed, then their median (single runs on a
+shared 2-core machine swing 2-4x, so a pair of branch and base is read from medians).
 """
 from __future__ import annotations
 
@@ -252,88 +255,110 @@ def tree_ms(w: BenchWorker, trunk: str, paths: list[str] | None) -> float:
     return median(times)
 
 
-def one_size(n_files: int, n_changes: int, n_agents: int) -> dict:
+def one_size(n_files: int, n_changes: int, n_agents: int, repeat: int = 1) -> list[dict]:
+    """The figures of `repeat` runs on one repository of `n_files` generated for them."""
     tmp = Path(tempfile.mkdtemp(prefix="lonca-bench-scale-"))
-    out: dict = {}
     try:
         t = time.perf_counter()
         build(tmp / "src.git", n_files)
-        out["generate the repository (s)"] = time.perf_counter() - t
-        w = BenchWorker(output=tmp / "worker.out", profile=tmp / "profile.json")
-        try:
-            t = time.perf_counter()
-            w.init_repo("bench", import_from=str(tmp / "src.git"))
-            out["import (s)"] = time.perf_counter() - t
-            tokens = w.start_sessions(n_agents)
-            t = time.perf_counter()
-            with w.client() as c:
-                trunk = c.call("status", repo="bench", token=w.htoken)["trunk"]
-                first = change_files(1, 99)
-                c.call("facts.preview", {"base": trunk, "files": first}, repo="bench", token=tokens[0])
-            pinger = Pinger(w.socket)
-            warmed = wait_for_warm(w.output, 1, 1800)
-            pings = pinger.stop()
-            out["first warm, from scratch (s)"] = time.perf_counter() - t if warmed else float("nan")
-            out["first warm, from scratch, its CPU (s)"] = warm_lines(w.output)[0][2] / 1000 if warmed else float("nan")
-            out["ping max during the first warm (ms)"] = max(pings)
-            cpu, kernel = cpu_s(w.proc.pid), cpu_s(w.proc.pid, kernel=True)
-            with w.profiling():
-                out.update(asyncio.run(integrations(w, tokens, n_files, n_changes)))
-            profile = json.loads((tmp / "profile.json").read_text())
-            out["event loop lag p99 during integrations (ms)"] = profile["loop_lag_ms"]["p99"]
-            out["event loop lag max during integrations (ms)"] = profile["loop_lag_ms"]["max"]
-            out["collector's longest pause during integrations (ms)"] = \
-                max((g["longest_ms"] for g in profile["gc"].values()), default=0.0)
-            out["worker CPU per integration (ms)"] = (cpu_s(w.proc.pid) - cpu) * 1000 / max(1, out["_landed"])
-            out["  of it in the kernel (ms)"] = (cpu_s(w.proc.pid, kernel=True) - kernel) * 1000 / max(1, out["_landed"])
-            time.sleep(1)
-            rewarms = [ms for what, ms, _ in warm_lines(w.output) if "changed since" in what]
-            out["re-warm after a trunk move, median (ms)"] = median(rewarms) if rewarms else float("nan")
-            out["re-warm after a trunk move, p95 (ms)"] = pct(rewarms, 95) if rewarms else float("nan")
-            out["re-warms (of integrations)"] = len(rewarms)
-            with w.client() as c:
-                trunk = c.call("status", repo="bench", token=w.htoken)["trunk"]
-            out["tree, whole (ms)"] = tree_ms(w, trunk, None)
-            out["tree, one path (ms)"] = tree_ms(w, trunk, [path_of(7)])
-            out["worker RSS peak (MB)"] = rss_peak_mb(w.proc.pid)
-            out["load average (1 min, machine)"] = os.getloadavg()[0]
-            out["stop (s)"] = timed_stop(w)
-            before = len(warm_lines(w.output))
-            out["restart: answering (s)"] = restart(w)
-            t = time.perf_counter()
-            if wait_for_warm(w.output, before + 1, 600):
-                out["restart: warm from disk (s)"] = time.perf_counter() - t + out["restart: answering (s)"]
-                out["restart: warm from disk, its CPU (s)"] = warm_lines(w.output)[-1][2] / 1000
-            out["worker RSS after restart warm (MB)"] = rss_peak_mb(w.proc.pid)
-            timed_stop(w)
-            for f in (w.tmp / "home").glob("symbols.db*"):
-                f.unlink()
-            restart(w)
-            time.sleep(1.0)     # a warm from scratch is running (the tables on disk are gone)
-            out["stop while warming (s)"] = timed_stop(w)
-        finally:
-            if w.proc.poll() is None:
-                w.stop()
-            shutil.rmtree(w.tmp, ignore_errors=True)
+        generated = time.perf_counter() - t
+        runs = []
+        for k in range(repeat):
+            runs.append(one_run(tmp, n_files, n_changes, n_agents, {"generate the repository (s)": generated}))
+            print(f"  {n_files} files, run {k + 1} of {repeat}: {runs[-1]['_landed']} of {n_changes} integrated in "
+                  f"{runs[-1]['_elapsed']:.1f} s", file=sys.stderr, flush=True)
+        return runs
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def one_run(tmp: Path, n_files: int, n_changes: int, n_agents: int, out: dict) -> dict:
+    """One worker on a fresh home importing `tmp`/src.git: the workload, then its figures in `out`."""
+    for f in ("worker.out", "profile.json"):
+        (tmp / f).unlink(missing_ok=True)
+    w = BenchWorker(output=tmp / "worker.out", profile=tmp / "profile.json")
+    try:
+        t = time.perf_counter()
+        w.init_repo("bench", import_from=str(tmp / "src.git"))
+        out["import (s)"] = time.perf_counter() - t
+        tokens = w.start_sessions(n_agents)
+        t = time.perf_counter()
+        with w.client() as c:
+            trunk = c.call("status", repo="bench", token=w.htoken)["trunk"]
+            first = change_files(1, 99)
+            c.call("facts.preview", {"base": trunk, "files": first}, repo="bench", token=tokens[0])
+        pinger = Pinger(w.socket)
+        warmed = wait_for_warm(w.output, 1, 1800)
+        pings = pinger.stop()
+        out["first warm, from scratch (s)"] = time.perf_counter() - t if warmed else float("nan")
+        out["first warm, from scratch, its CPU (s)"] = warm_lines(w.output)[0][2] / 1000 if warmed else float("nan")
+        out["ping max during the first warm (ms)"] = max(pings)
+        cpu, kernel = cpu_s(w.proc.pid), cpu_s(w.proc.pid, kernel=True)
+        with w.profiling():
+            out.update(asyncio.run(integrations(w, tokens, n_files, n_changes)))
+        profile = json.loads((tmp / "profile.json").read_text())
+        out["event loop lag p99 during integrations (ms)"] = profile["loop_lag_ms"]["p99"]
+        out["event loop lag max during integrations (ms)"] = profile["loop_lag_ms"]["max"]
+        out["collector's longest pause during integrations (ms)"] = \
+            max((g["longest_ms"] for g in profile["gc"].values()), default=0.0)
+        out["worker CPU per integration (ms)"] = (cpu_s(w.proc.pid) - cpu) * 1000 / max(1, out["_landed"])
+        out["  of it in the kernel (ms)"] = (cpu_s(w.proc.pid, kernel=True) - kernel) * 1000 / max(1, out["_landed"])
+        time.sleep(1)
+        rewarms = [ms for what, ms, _ in warm_lines(w.output) if "changed since" in what]
+        out["re-warm after a trunk move, median (ms)"] = median(rewarms) if rewarms else float("nan")
+        out["re-warm after a trunk move, p95 (ms)"] = pct(rewarms, 95) if rewarms else float("nan")
+        out["re-warms (of integrations)"] = len(rewarms)
+        with w.client() as c:
+            trunk = c.call("status", repo="bench", token=w.htoken)["trunk"]
+        out["tree, whole (ms)"] = tree_ms(w, trunk, None)
+        out["tree, one path (ms)"] = tree_ms(w, trunk, [path_of(7)])
+        out["worker RSS peak (MB)"] = rss_peak_mb(w.proc.pid)
+        out["load average (1 min, machine)"] = os.getloadavg()[0]
+        out["stop (s)"] = timed_stop(w)
+        before = len(warm_lines(w.output))
+        out["restart: answering (s)"] = restart(w)
+        t = time.perf_counter()
+        if wait_for_warm(w.output, before + 1, 600):
+            out["restart: warm from disk (s)"] = time.perf_counter() - t + out["restart: answering (s)"]
+            out["restart: warm from disk, its CPU (s)"] = warm_lines(w.output)[-1][2] / 1000
+        out["worker RSS after restart warm (MB)"] = rss_peak_mb(w.proc.pid)
+        timed_stop(w)
+        for f in (w.tmp / "home").glob("symbols.db*"):
+            f.unlink()
+        restart(w)
+        time.sleep(1.0)     # a warm from scratch is running (the tables on disk are gone)
+        out["stop while warming (s)"] = timed_stop(w)
+    finally:
+        if w.proc.poll() is None:
+            w.stop()
+        shutil.rmtree(w.tmp, ignore_errors=True)
     return out
+
+
+def _median(values: list[float]) -> float:
+    """Of the runs that have the figure (NaN where one run could not take it)."""
+    known = [v for v in values if v == v]
+    return median(known) if known else float("nan")
 
 
 def main() -> None:
     sizes = [int(x) for x in os.environ.get("BENCH_SCALE_FILES", "2000,100000").split(",")]
     n_changes = int(os.environ.get("BENCH_SCALE_CHANGES", "500"))
     n_agents = int(os.environ.get("BENCH_SCALE_AGENTS", "50"))
-    results = {}
+    repeat = int(os.environ.get("BENCH_REPEAT", "1"))
+    runs = {n: one_size(n, n_changes, n_agents, repeat) for n in sizes}
+    # one column a size (one run), or each run's and then their median
+    columns = []
     for n in sizes:
-        results[n] = one_size(n, n_changes, n_agents)
-        print(f"  {n} files done: {results[n]['_landed']} of {n_changes} integrated in "
-              f"{results[n]['_elapsed']:.1f} s", file=sys.stderr, flush=True)
-    names = [k for k in results[sizes[0]] if not k.startswith("_")]
+        if repeat == 1:
+            columns.append((f"{n} files", runs[n]))
+        else:
+            columns += [(f"{n} #{k + 1}", [run]) for k, run in enumerate(runs[n])] + [(f"{n} median", runs[n])]
+    names = [k for k in runs[sizes[0]][0] if not k.startswith("_")]
     print(f"{'figure (' + str(n_agents) + ' agents, ' + str(n_changes) + ' changes)':<46}"
-          + "".join(f"{str(n) + ' files':>14}" for n in sizes) + "  target")
+          + "".join(f"{title:>14}" for title, _ in columns) + "  target")
     for name in names:
-        print(f"{name:<46}" + "".join(f"{results[n].get(name, float('nan')):14.1f}" for n in sizes)
+        print(f"{name:<46}" + "".join(f"{_median([r.get(name, float('nan')) for r in rs]):14.1f}" for _, rs in columns)
               + f"  {TARGETS.get(name, '')}")
 
 

@@ -1,4 +1,5 @@
 """Building a proposal in the bare store (pygit2) and computing its facts (lonca.symbols)."""
+import asyncio
 import base64
 import binascii
 import threading
@@ -60,6 +61,7 @@ _ANCESTORS = 64     # how far back a held map is looked for; a whole walk costs 
 # blob; at 100,000 files it is 200,000, two whole trees' worth
 _SIZES_MIN = 1024
 _DEPTH = 8          # overlays stacked on a map before it is made flat
+_NEAR_FILES = 256   # files of difference made on the event loop (TreeMaps.near; a one-file change's costs ~0.1 ms)
 
 
 class TreeMaps:
@@ -106,6 +108,46 @@ class TreeMaps:
         self.put(commit_id, m)
         return m
 
+    def near(self, repo: pygit2.Repository, commit_id: str) -> Mapping[str, TreeEntry] | None:
+        """The map on the event loop, waiting for no lock: held, or made as `get` makes it from a
+        held ancestor's (held_ancestor: a trunk moved by a batch of integrations, whose middle
+        commits nobody asked about) with at most _NEAR_FILES files of difference; the first
+        previews on a new trunk would otherwise all go to a thread until one made its map. None
+        where that is not so, or where one more overlay would need flattening (a copy of the
+        whole map, 2-10 ms at 100 000 files): an overlay made here _DEPTH deep is flattened on a
+        thread of the running loop at once, so the next trunk's is made here too."""
+        held = self.held(commit_id, wait=False)
+        if held is not None:
+            return held
+        try:
+            commit = commit_of(repo, commit_id)
+        except LoncaError:
+            return None
+        ancestor, before = held_ancestor(commit, lambda c: self.held(c, wait=False))
+        if before is None or (before.depth if isinstance(before, TreeOverlay) else 0) >= _DEPTH:
+            return None
+        changes: dict[str, TreeEntry | None] = {}
+        for path, _, b in file_changes(repo, ancestor.tree, commit.tree):
+            if len(changes) == _NEAR_FILES:
+                return None     # a large merge: its walk would hold the loop
+            changes[path] = None if b is None else TreeEntry(str(b.id), OCTAL.get(b.filemode, "100644"))
+        m = TreeOverlay(before, changes)
+        if self._lock.acquire(False):   # else a thread is putting one: the next preview puts it
+            try:
+                self._keep(commit_id, m)
+            finally:
+                self._lock.release()
+            if m.depth == _DEPTH:
+                asyncio.get_running_loop().run_in_executor(None, self._flatten, commit_id, m)
+        return m
+
+    def _flatten(self, commit_id: str, m: "TreeOverlay") -> None:
+        """(a thread) `m`, held for `commit_id`, held as one dict instead: the same map."""
+        flat = m.flat()
+        with self._lock:
+            if self._maps.get(commit_id) is m:
+                self._maps[commit_id] = flat
+
     def entry(self, repo: pygit2.Repository, path: str, e: TreeEntry) -> dict:
         """The seed's tree entry of `e` at `path`, its size from the object's header once, then
         from memory (a header of a deltified packed object costs tens of µs)."""
@@ -122,12 +164,16 @@ class TreeMaps:
 
     def put(self, commit_id: str, m: Mapping[str, TreeEntry]) -> None:
         with self._lock:
-            if isinstance(m, dict):     # an overlay's len walks it; it is its flat base's, give or take its changes
-                self._files = max(self._files, len(m))
-            self._maps[commit_id] = m
-            self._maps.move_to_end(commit_id)
-            if len(self._maps) > self.size:
-                self._maps.popitem(last=False)
+            self._keep(commit_id, m)
+
+    def _keep(self, commit_id: str, m: Mapping[str, TreeEntry]) -> None:
+        """(the lock held)"""
+        if isinstance(m, dict):     # an overlay's len walks it; it is its flat base's, give or take its changes
+            self._files = max(self._files, len(m))
+        self._maps[commit_id] = m
+        self._maps.move_to_end(commit_id)
+        if len(self._maps) > self.size:
+            self._maps.popitem(last=False)
 
 
 def tree_map(repo: pygit2.Repository, tree: pygit2.Tree) -> dict[str, TreeEntry]:
@@ -330,13 +376,14 @@ class NotQuick(Exception):
     """A preview begun on the event loop needs what is not held or not small: it is run on a thread."""
 
 
-def quick_base(maps: TreeMaps, cache: SymbolCache, base: str, files: list[dict]) -> Mapping[str, TreeEntry] | None:
-    """`base`'s map when a preview of `files` (check_files's) may be judged on the event loop:
-    the map held, each path written (none deleted: its symbols go) with at most QUICK_BYTES as a
+def quick_base(repo: pygit2.Repository, maps: TreeMaps, cache: SymbolCache, base: str,
+               files: list[dict]) -> Mapping[str, TreeEntry] | None:
+    """`base`'s map when a preview of `files` (check_files's) may be judged on the event loop
+    (`repo`, the loop's own handle): the map held or near (TreeMaps.near), each path written (none deleted: its symbols go) with at most QUICK_BYTES as a
     regular file, either new or a regular file of the base whose symbol table is held (by the
     cache, or by the base's index: compute_facts takes the old side's table from it); else None.
     No lock is waited for: a thread holding one would first need the GIL back."""
-    base_map = maps.held(base, wait=False)
+    base_map = maps.near(repo, base)
     if base_map is None:
         return None
     old = []

@@ -147,11 +147,13 @@ async def prepare(call: Call, rs: RepoState, base: str, files: list[dict], messa
         async with d.builds:    # the pool's other threads stay for previews and reads
             prepared = await on_store(call, work)
     else:
-        held_map = quick_base(d.tree_maps, d.symbols, base, files)
-        try:    # small and held: on the loop with its own handle, no thread and no GIL hand-off
+        def on_loop(store: pygit2.Repository) -> Prepared | None:
+            held_map = quick_base(store, d.tree_maps, d.symbols, base, files)
             if held_map is None:
                 raise NotQuick(base)
-            prepared = on_loop_store(call, work, held_map)
+            return work(store, held_map)
+        try:    # small and held: on the loop with its own handle, no thread and no GIL hand-off
+            prepared = on_loop_store(call, on_loop)
         except NotQuick:    # a thread at once: a preview is quick, and its agent waits for it
             prepared = await on_store(call, work)
     if prepared is not None:

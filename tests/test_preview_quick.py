@@ -104,7 +104,7 @@ def test_a_preview_on_the_loop_answers_what_the_thread_does(tmp_path_factory, ed
     change = list(files.values())
     key = base if by_index else None
     cache = _warm(repo, base_map, key)
-    held = quick_base(maps, cache, base, change)
+    held = quick_base(repo, maps, cache, base, change)
     assert held is not None or any(len(f["data"]) > QUICK_BYTES for f in change)
     thread = _answer(repo, _warm(repo, base_map, key), base, base_map, change, quick=False)
     if held is None:
@@ -121,9 +121,9 @@ def test_a_body_edit_is_judged_on_the_loop_and_a_deleted_symbol_is_not(tmp_path)
     funcs = _funcs(1)
     body = [{"path": FILES[1], "data": _source([funcs[0][:2] + (7,)] + funcs[1:]), "mode": None}]
     gone = [{"path": FILES[1], "data": _source(funcs[1:]), "mode": None}]
-    assert quick_base(maps, SymbolCache(), base, body) is None     # the old table not held
+    assert quick_base(repo, maps, SymbolCache(), base, body) is None     # the old table not held
     cache = _warm(repo, base_map)
-    assert quick_base(maps, cache, base, body) is base_map
+    assert quick_base(repo, maps, cache, base, body) is base_map
     assert _answer(repo, cache, base, base_map, body, quick=True) == _answer(repo, cache, base, base_map, body, False)
     try:
         _answer(repo, cache, base, base_map, gone, quick=True)
@@ -131,3 +131,21 @@ def test_a_body_edit_is_judged_on_the_loop_and_a_deleted_symbol_is_not(tmp_path)
         pass
     else:
         raise AssertionError("a deleted symbol's `affected` reads other files: the loop must decline it")
+
+
+def test_a_preview_on_a_trunk_just_moved_is_judged_on_the_loop(tmp_path):
+    """The first previews after a landing find no map of the new trunk (nobody asked for it yet):
+    it is made on the loop from its parent's, and the answer is the thread's."""
+    repo, base, maps, base_map = _base(tmp_path)
+    funcs = _funcs(0)
+    landed = _source([funcs[0][:2] + (5,)] + funcs[1:])
+    tree = repo[base].tree
+    builder = repo.TreeBuilder(tree)
+    builder.insert(FILES[0], repo.create_blob(landed), pygit2.GIT_FILEMODE_BLOB)
+    trunk = str(repo.create_commit(None, SIG, SIG, "landed", builder.write(), [pygit2.Oid(hex=base)]))
+    cache = _warm(repo, base_map)
+    body = [{"path": FILES[1], "data": _source([_funcs(1)[0][:2] + (7,)] + _funcs(1)[1:]), "mode": None}]
+    held = quick_base(repo, maps, cache, trunk, body)
+    assert held is not None and dict(held.items()) == TreeMaps().get(repo, trunk)
+    thread = _answer(repo, _warm(repo, base_map), trunk, TreeMaps().get(repo, trunk), body, quick=False)
+    assert _answer(repo, cache, trunk, held, body, quick=True) == thread
