@@ -101,7 +101,7 @@ class TreeMaps:
         m: Mapping[str, TreeEntry]
         if before is not None:
             m = TreeOverlay(before, tree_changes(repo, ancestor.tree, commit.tree))
-            if m.depth > _DEPTH:
+            if m.depth >= _DEPTH:   # as near does: a held map is never left _DEPTH deep
                 m = m.flat()
         else:
             m = tree_map(repo, commit.tree)
