@@ -76,6 +76,10 @@ class Draft:
     result: Callable[[dict], dict] | None = None
     after_commit: list[Callable[[], None]] = field(default_factory=list)
     after_failed_commit: list[Callable[[], None]] = field(default_factory=list)
+    # A session whose heartbeat this is, answered once applied, before its commit, when no entry
+    # in flight may have changed that session's records: a crash before the commit loses the beat
+    # and nothing else (docs/decisions.md, "A heartbeat answered before its commit").
+    answer_early: str | None = None
 
 
 def allow(*reasons: str) -> dict:
@@ -227,6 +231,7 @@ class LogWriter:
             repo, decide, fut = batch.popleft()
             try:
                 draft = decide()
+                early = draft.answer_early is not None and not self._touched(repo, draft.answer_early)
                 row, entry, signer = self._entry(repo, draft)
             except LoncaError as e:
                 fut.set_exception(e)
@@ -245,6 +250,8 @@ class LogWriter:
             except Exception as e:
                 log.exception("the answer to a logged entry of %s failed", repo)
                 answer = LoncaError("internal", f"the entry was logged at seq {entry['seq']} but its answer failed: {type(e).__name__}")
+            if early and not isinstance(answer, LoncaError):
+                fut.set_result(answer)     # the commit below skips a future already answered
             answers.append((fut, answer, draft, entry["seq"]))
         if not entries:
             return
@@ -293,6 +300,11 @@ class LogWriter:
                 fut.set_result(answer)
         async with self._appended:
             self._appended.notify_all()
+
+    def _touched(self, repo: str, session: str) -> bool:
+        """Whether an entry of `repo` applied and not yet durable may have changed the session's
+        records or lease sets (its footprint, or None: anything)."""
+        return any(r == repo and (fp is None or fp.meets(set(), {session})) for _, r, fp in self._in_flight)
 
     async def _recover(self) -> None:
         """Wake every waiter with `down`, then replay the durable logs on the database thread
