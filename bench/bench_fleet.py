@@ -16,12 +16,15 @@ client's (docs/decisions.md, "Where a heartbeat's time goes").
 BENCH_FLEET_FILES (20000), BENCH_FLEET_AGENTS (1000), BENCH_FLEET_INTEGRATORS (50),
 BENCH_FLEET_CHANGES (500), BENCH_FLEET_BEAT_S (10: three times the seed's rate of timeout_ms / 3 at
 the default 90 s, for more samples), BENCH_FLEET_BASELINE_S (20), BENCH_FLEET_POOL (64),
-BENCH_FLEET_MODES ("own,shared").
+BENCH_FLEET_MODES ("own,shared"), BENCH_REPEAT (1): N runs, each on a fresh worker and repository,
+each printed, then every figure's median over them (a single run's p99 swings several times with
+the machine's load: docs/decisions.md, "A Protocol server", the accepts tried after the merge).
 """
 from __future__ import annotations
 
 import asyncio
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -92,10 +95,8 @@ def one_mode(w: BenchWorker, tokens_file: Path, mode: str, integrators: list[str
     return fig
 
 
-def main() -> None:
-    n_files, n_agents = int(env("FILES", "20000")), int(env("AGENTS", "1000"))
-    n_integrators, n_changes = int(env("INTEGRATORS", "50")), int(env("CHANGES", "500"))
-    modes = env("MODES", "own,shared").split(",")
+def run(n_files: int, n_agents: int, n_integrators: int, n_changes: int, modes: list[str]) -> dict:
+    """One run on a fresh worker: each mode's figures."""
     tmp = Path(tempfile.mkdtemp(prefix="lonca-bench-fleet-"))
     try:
         build(tmp / "src.git", n_files)
@@ -121,8 +122,28 @@ def main() -> None:
             shutil.rmtree(w.tmp, ignore_errors=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    print(f"{n_agents} agents heartbeating every {env('BEAT_S', '10')} s while {n_integrators} agents integrate "
-          f"{n_changes} changes on {n_files} files; default caps; load average {os.getloadavg()[0]:.1f}")
+    return results
+
+
+def median_known(values: list[float]) -> float:
+    """The median of the runs that have the figure (a phase with no beats has none: nan)."""
+    known = [v for v in values if not math.isnan(v)]
+    return median(known) if known else float("nan")
+
+
+def median_of(runs: list[dict]) -> dict:
+    """Every numeric figure's median over the runs; the failures' kinds are their union."""
+    out: dict = {}
+    for m, fig in runs[0].items():
+        out[m] = {}
+        for part, names in fig.items():
+            out[m][part] = {name: sorted({f for r in runs for f in r[m][part][name]}) if isinstance(value, list)
+                            else median_known([r[m][part][name] for r in runs]) for name, value in names.items()}
+    return out
+
+
+def show(results: dict, title: str) -> None:
+    print(title)
     print(f"{'figure':<44}{'baseline':>12}{'integrating':>13}  target")
     for m, fig in results.items():
         label = "one connection an agent" if m == "own" else f"a shared pool of {env('POOL', '64')}"
@@ -133,6 +154,20 @@ def main() -> None:
             print(f"{name:<44}{fig['baseline'][name]:12.1f}{fig['integrating'][name]:13.1f}  {target}")
         for name, value in fig["all"].items():
             print(f"{name:<44}{value if isinstance(value, list) else round(value, 1)!s:>25}")
+
+
+def main() -> None:
+    n_files, n_agents = int(env("FILES", "20000")), int(env("AGENTS", "1000"))
+    n_integrators, n_changes = int(env("INTEGRATORS", "50")), int(env("CHANGES", "500"))
+    modes, repeat = env("MODES", "own,shared").split(","), int(os.environ.get("BENCH_REPEAT", "1"))
+    runs = []
+    for k in range(repeat):
+        runs.append(run(n_files, n_agents, n_integrators, n_changes, modes))
+        show(runs[-1], f"{'run ' + str(k + 1) + ' of ' + str(repeat) + ': ' if repeat > 1 else ''}{n_agents} agents "
+             f"heartbeating every {env('BEAT_S', '10')} s while {n_integrators} agents integrate {n_changes} changes on "
+             f"{n_files} files; default caps; load average {os.getloadavg()[0]:.1f}")
+    if repeat > 1:
+        show(median_of(runs), f"the median of {repeat} runs, each figure on its own")
 
 
 if __name__ == "__main__":

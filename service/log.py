@@ -76,6 +76,10 @@ class Draft:
     result: Callable[[dict], dict] | None = None
     after_commit: list[Callable[[], None]] = field(default_factory=list)
     after_failed_commit: list[Callable[[], None]] = field(default_factory=list)
+    # A session whose heartbeat this is, answered once applied, before its commit, when no entry
+    # in flight may have changed that session's records: a crash before the commit loses the beat
+    # and nothing else (docs/decisions.md, "A heartbeat answered before its commit").
+    answer_early: str | None = None
 
 
 def allow(*reasons: str) -> dict:
@@ -100,6 +104,10 @@ class LogWriter:
         self.on_failure = on_failure
         self._pending: list[tuple[str, Callable[[], Draft], asyncio.Future]] = []
         self._quick: list[tuple[str, Callable[[], Draft], asyncio.Future]] = []  # decided first (append)
+        # Heartbeats decided, applied and answered while a batch commits (append): the first
+        # entries of the next batch, lost with the one below them if its commit fails.
+        self._ahead: list[tuple[dict, Ed25519PrivateKey, Draft]] = []
+        self._committing = False
         self._wake = asyncio.Event()
         self._appended = asyncio.Condition()
         # Entries are applied to the state as they are decided and become durable a commit
@@ -152,10 +160,28 @@ class LogWriter:
         order: none was answered before the other was sent."""
         if self.broken:
             raise self.down()
+        if quick and self._committing:
+            answer = self._ahead_of_commit(repo, decide)
+            if answer is not None:
+                return answer
         fut = asyncio.get_running_loop().create_future()
         (self._quick if quick else self._pending).append((repo, decide, fut))
         self._wake.set()
         return await fut
+
+    def _ahead_of_commit(self, repo: str, decide: Callable[[], Draft]) -> dict | None:
+        """While a batch commits, a heartbeat that may be answered before its commit is decided,
+        applied and answered now, without waiting for that commit: the commit it waited for held
+        the beat tens of ms under integration load (docs/decisions.md, "A heartbeat answered
+        before its commit"). None when it may not be; the writer then decides it again in its
+        turn, which a quick decision allows (it has no effect of its own)."""
+        draft = decide()    # a LoncaError is the answer, as when the writer decides it
+        if draft.answer_early is None or self._touched(repo, draft.answer_early):
+            return None
+        row, entry, signer = self._entry(repo, draft)
+        self._ahead.append((row, signer, draft))
+        self._wake.set()
+        return {"seq": entry["seq"], "decision": entry["decision"], **(draft.result(entry) if draft.result else {})}
 
     async def wait_for(self, repo: str, seq: int, timeout_s: float) -> None:
         """Until the repository's log has a durable entry at `seq` or the time runs out; holds no lock."""
@@ -212,10 +238,12 @@ class LogWriter:
         loop = asyncio.get_running_loop()
         batch = deque(self._quick + self._pending)
         self._quick, self._pending = [], []
-        entries: list[dict] = []
-        signers: list[Ed25519PrivateKey] = []
-        rows: list[SQLModel] = []
-        answers: list[tuple[asyncio.Future, dict | LoncaError, Draft, int]] = []
+        ahead, self._ahead = self._ahead, []    # decided first, answered already
+        entries: list[dict] = [row for row, _, _ in ahead]
+        signers: list[Ed25519PrivateKey] = [signer for _, signer, _ in ahead]
+        rows: list[SQLModel] = [r for _, _, draft in ahead for r in draft.rows]
+        answers: list[tuple[asyncio.Future | None, dict | LoncaError, Draft, int]] = [
+            (None, {}, draft, row["seq"]) for row, _, draft in ahead]
         turn = time.perf_counter()
         while batch:
             if time.perf_counter() - turn > TURN_S:     # a long batch lets the loop answer between entries
@@ -227,6 +255,7 @@ class LogWriter:
             repo, decide, fut = batch.popleft()
             try:
                 draft = decide()
+                early = draft.answer_early is not None and not self._touched(repo, draft.answer_early)
                 row, entry, signer = self._entry(repo, draft)
             except LoncaError as e:
                 fut.set_exception(e)
@@ -245,6 +274,8 @@ class LogWriter:
             except Exception as e:
                 log.exception("the answer to a logged entry of %s failed", repo)
                 answer = LoncaError("internal", f"the entry was logged at seq {entry['seq']} but its answer failed: {type(e).__name__}")
+            if early and not isinstance(answer, LoncaError):
+                fut.set_result(answer)     # the commit below skips a future already answered
             answers.append((fut, answer, draft, entry["seq"]))
         if not entries:
             return
@@ -254,15 +285,19 @@ class LogWriter:
         touched = [self.state.repos[name] for name in dict.fromkeys(e["repo"] for e in entries) if name in self.state.repos]
         settled = [(rs.name, *held) for rs in touched for held in rs.settled.to_write()]
         trunks = trunk_store.pending_rows(touched)
+        upto = self._applied    # what this commit makes durable: heartbeats may be applied on top meanwhile
+        self._committing = True
         try:
             await loop.run_in_executor(self._db, self._commit, entries, signers, rows, settled, trunks)
         except Exception as e:
+            self._committing = False
             self.broken = db_cause(e)
             self.failures += 1
             log.error("committing %d log entries to %s failed", len(entries), self.db_name, exc_info=True)
             for fut, *_ in answers:
-                if not fut.done():
+                if fut is not None and not fut.done():
                     fut.set_exception(self.down())
+            self._ahead = []    # chained on the batch that failed: lost with it, as in a crash (the replay drops them)
             await self._recover()
             for _, _, draft, seq in answers:
                 try:
@@ -271,11 +306,12 @@ class LogWriter:
                 except Exception:  # what is left behind is the operator's to clear; the writer goes on
                     log.exception("putting back what the entry %d of the failed commit did failed", seq)
             return
+        self._committing = False
         for rs in touched:
             rs.settled.written((c, seq) for name, c, seq, _ in settled if name == rs.name)
         trunk_store.mark_written(touched, trunks)
-        self._durable = self._applied
-        self._in_flight.clear()     # a batch is decided only once the one before it committed
+        self._durable = upto
+        self._in_flight = [f for f in self._in_flight if f[0] > upto]   # the heartbeats applied on top stay
         for e in entries:
             self.durable_next[e["repo"]] = max(self.durable_next.get(e["repo"], 1), e["seq"] + 1)
         for fut, answer, draft, seq in answers:
@@ -285,7 +321,7 @@ class LogWriter:
             except Exception as e:  # durable all the same: the answer says so
                 log.exception("an effect of the logged entry %d failed", seq)
                 answer = LoncaError("internal", f"the entry was logged at seq {seq} but its effect failed: {type(e).__name__}")
-            if fut.done():
+            if fut is None or fut.done():
                 continue
             if isinstance(answer, LoncaError):
                 fut.set_exception(answer)
@@ -293,6 +329,11 @@ class LogWriter:
                 fut.set_result(answer)
         async with self._appended:
             self._appended.notify_all()
+
+    def _touched(self, repo: str, session: str) -> bool:
+        """Whether an entry of `repo` applied and not yet durable may have changed the session's
+        records or lease sets (its footprint, or None: anything)."""
+        return any(r == repo and (fp is None or fp.meets(set(), {session})) for _, r, fp in self._in_flight)
 
     async def _recover(self) -> None:
         """Wake every waiter with `down`, then replay the durable logs on the database thread

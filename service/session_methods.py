@@ -86,12 +86,17 @@ async def heartbeat(call: Call) -> dict:
     def decide() -> Draft:
         live_session(rs, sid, d.now_ms())
         op = {"op": "observe", "session": sid, "events": [{"kind": "heartbeat"}]}
+        # A beat after the first is answered before its commit: lost in a crash, its session's
+        # leases are free timeout_ms after the beat before it, never later than the log says. The
+        # first waits: it is what binds the leases to the beats (docs/decisions.md, "A heartbeat
+        # answered before its commit").
+        early = sid if rs.sessions[sid].last_seen_ms is not None else None
 
         def result(entry: dict) -> dict:
             own = [rs.sets[s] for s in sorted(rs.sets_by_session.get(sid, ())) if rs.sets[s].items]
             return {"now_ms": entry["time_ms"], "timeout_ms": rs.policy.heartbeat_timeout_ms,
                     "max_ttl_ms": rs.policy.max_ttl_ms, "leases": [{"set": s.id, "expires_ms": s.expires_ms} for s in own]}
-        return Draft(actor=call.auth.actor, op=op, decision=allow(), result=result)
+        return Draft(actor=call.auth.actor, op=op, decision=allow(), result=result, answer_early=early)
 
     # quick: a fleet's beats are not held behind a batch of proposals (docs/decisions.md, "A
     # heartbeat waits for no batch of proposals")
