@@ -621,11 +621,7 @@ def simulate(changes: list[Change], runners: int, t: float, policy: str, batch: 
                     head = start(q.trunk, None)
     sim.spawn(drain())
     sim.run()
-    landed = [i for i in q.decided if i not in q.rejected]
-    span = max(q.decided.values()) - min(arrive.values())
-    right = q.rejected == {c.index for c in changes if c.failing}
-    return {"policy": policy, "per_min": len(q.decided) / span * 60, "p95": pct([q.decided[i] - arrive[i] for i in landed], 95),
-            "checks": sim.checks, "per_change": sim.checks / len(q.decided), "right": right}
+    return _figures(policy, q.decided, q.rejected, arrive, sim.checks, q.rejected == {c.index for c in changes if c.failing})
 
 
 @dataclass
@@ -838,12 +834,7 @@ def simulate_rolling(changes: list[Change], runners: int, t: float, g: int = 0, 
             dispatch()
         sim.at(arrive[c.index], come)
     sim.run()
-    landed = [i for i in decided if i not in rejected]
-    span = max(decided.values()) - min(arrive.values())
-    right = rejected == failing and len(decided) == len(changes)
-    return {"policy": "rolling", "per_min": len(decided) / span * 60,
-            "p95": pct([decided[i] - arrive[i] for i in landed], 95),
-            "checks": checks[0], "per_change": checks[0] / max(1, len(decided)), "right": right}
+    return _figures("rolling", decided, rejected, arrive, checks[0], rejected == failing and len(decided) == len(changes))
 
 
 def simulate_scoped_rolling(changes: list[Change], runners: int, t: float, scopes: str, g: int = 0) -> dict:
@@ -921,12 +912,18 @@ def simulate_scoped_rolling(changes: list[Change], runners: int, t: float, scope
             dispatch()
         sim.at(arrive[c.index], come)
     sim.run()
+    return _figures("scoped-rolling", decided, rejected, arrive, checks[0],
+                    rejected == failing and len(decided) == len(changes))
+
+
+def _figures(policy: str, decided: dict[int, float], rejected: set[int], arrive: dict[int, float], checks: int,
+             right: bool) -> dict:
+    """A simulated run's row: changes a minute from the first arrival to the last decision, p95
+    arrival -> landing of the landed ones, checks a decided change."""
     landed = [i for i in decided if i not in rejected]
     span = max(decided.values()) - min(arrive.values())
-    return {"policy": "scoped-rolling", "per_min": len(decided) / span * 60,
-            "p95": pct([decided[i] - arrive[i] for i in landed], 95), "checks": checks[0],
-            "per_change": checks[0] / max(1, len(decided)),
-            "right": rejected == failing and len(decided) == len(changes)}
+    return {"policy": policy, "per_min": len(decided) / span * 60, "p95": pct([decided[i] - arrive[i] for i in landed], 95),
+            "checks": checks, "per_change": checks / max(1, len(decided)), "right": right}
 
 
 def main() -> None:

@@ -39,6 +39,15 @@ def start_session(client, key, htoken: str, repo: str = "demo", **extra) -> dict
     return client.call("human.submit", {"op": op, "sig": key.sign_op(repo, op)}, repo=repo, token=htoken)
 
 
+def demo_sessions(client, source_repo, agents: tuple[str, ...] = ("agent-1",)) -> tuple[humankeys.HumanKey, str, list[str]]:
+    """Alice's repository "demo" imported from `source_repo`, her login, and a session a name in
+    `agents`: (her key, her token, the sessions' tokens)."""
+    key = human_key("alice")
+    init_repo(client, key, "demo", import_from=str(source_repo))
+    htoken = login(client, key)
+    return key, htoken, [start_session(client, key, htoken, agent=a)["token"] for a in agents]
+
+
 def b64(text: str) -> str:
     import base64
     return base64.b64encode(text.encode()).decode()

@@ -4,7 +4,7 @@ ignored, and a changed entry after the checkpoint still stops the start (`integr
 import pytest
 from sqlalchemy import create_engine, text
 
-from helpers import human_key, init_repo, login, start_session
+from helpers import demo_sessions
 
 
 def db_url(worker) -> str:
@@ -26,11 +26,8 @@ def busy(make_worker, monkeypatch, source_repo):
     """A worker with a repository, a session that beat and holds a lease: (worker, tokens, status)."""
     worker = make_worker()
     monkeypatch.setenv("LONCA_HUMANS", worker.env["LONCA_HUMANS"])
-    key = human_key("alice")
     with worker.client() as c:
-        init_repo(c, key, "demo", import_from=str(source_repo))
-        htoken = login(c, key)
-        token = start_session(c, key, htoken)["token"]
+        _, htoken, (token,) = demo_sessions(c, source_repo)
         c.call("session.heartbeat", token=token)
         c.call("lease.acquire", {"set": None, "items": [{"symbol": "app.py#charge", "kind": "edit"}],
                                  "intent": "work", "ttl_ms": 600_000}, token=token)

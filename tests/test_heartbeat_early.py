@@ -12,7 +12,7 @@ from concurrent.futures import TimeoutError as Pending
 
 import pytest
 
-from helpers import human_key, init_repo, login, start_session
+from helpers import demo_sessions, start_session
 
 ANSWERED_S = 2.0   # well under the database's busy timeout (5 s), which the commit waits through
 
@@ -38,11 +38,8 @@ def _beat(worker, token: str) -> dict:
 def beating(make_worker, monkeypatch, source_repo):
     worker = make_worker()
     monkeypatch.setenv("LONCA_HUMANS", worker.env["LONCA_HUMANS"])
-    key = human_key("alice")
     with worker.client() as c:
-        init_repo(c, key, "demo", import_from=str(source_repo))
-        htoken = login(c, key)
-        tokens = [start_session(c, key, htoken, agent=f"a{i}")["token"] for i in range(2)]
+        key, htoken, tokens = demo_sessions(c, source_repo, ("a0", "a1"))
         first = [c.call("session.heartbeat", token=t)["now_ms"] for t in tokens]
     return worker, key, htoken, tokens, first
 
