@@ -828,11 +828,7 @@ def simulate_rolling(changes: list[Change], runners: int, t: float, g: int = 0, 
             p = _Probe("screen", h, taken)
             start(ids, base, lambda ok, p=p: probe_done(p, ok))
 
-    for c in changes:
-        def come(i=c.index) -> None:
-            fresh.append(i)
-            dispatch()
-        sim.at(arrive[c.index], come)
+    _arrivals(sim, changes, arrive, fresh, dispatch)
     sim.run()
     return _figures("rolling", decided, rejected, arrive, checks[0], rejected == failing and len(decided) == len(changes))
 
@@ -906,14 +902,19 @@ def simulate_scoped_rolling(changes: list[Change], runners: int, t: float, scope
             suspect.update(chain)
         dispatch()
 
-    for c in changes:
-        def come(i=c.index) -> None:
-            queued.append(i)
-            dispatch()
-        sim.at(arrive[c.index], come)
+    _arrivals(sim, changes, arrive, queued, dispatch)
     sim.run()
     return _figures("scoped-rolling", decided, rejected, arrive, checks[0],
                     rejected == failing and len(decided) == len(changes))
+
+
+def _arrivals(sim: Sim, changes: list[Change], arrive: dict[int, float], into: list[int], dispatch: Callable[[], None]) -> None:
+    """Each change joins `into` at its arrival time, and the policy dispatches."""
+    for c in changes:
+        def come(i=c.index) -> None:
+            into.append(i)
+            dispatch()
+        sim.at(arrive[c.index], come)
 
 
 def _figures(policy: str, decided: dict[int, float], rejected: set[int], arrive: dict[int, float], checks: int,
