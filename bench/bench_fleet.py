@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import math
 import os
 import shutil
 import subprocess
@@ -35,7 +34,7 @@ from pathlib import Path
 
 from bench.bench_scale import change_files, cpu_s, integrations, wait_for_warm
 from bench.scale_repo import build
-from bench.worker import BenchWorker, median, pct
+from bench.worker import BenchWorker, median, median_known, pct
 
 
 def env(name: str, default: str) -> str:
@@ -123,12 +122,6 @@ def run(n_files: int, n_agents: int, n_integrators: int, n_changes: int, modes: 
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return results
-
-
-def median_known(values: list[float]) -> float:
-    """The median of the runs that have the figure (a phase with no beats has none: nan)."""
-    known = [v for v in values if not math.isnan(v)]
-    return median(known) if known else float("nan")
 
 
 def median_of(runs: list[dict]) -> dict:

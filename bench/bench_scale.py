@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 
 from bench.scale_repo import build, path_of, source
-from bench.worker import BenchWorker, median, own_lag, pct
+from bench.worker import BenchWorker, median, median_known, own_lag, pct
 from lonca.async_client import AsyncClient
 from lonca.client import wait_until_answering
 from lonca.protocol import claim_from_facts
@@ -335,12 +335,6 @@ def one_run(tmp: Path, n_files: int, n_changes: int, n_agents: int, out: dict) -
     return out
 
 
-def _median(values: list[float]) -> float:
-    """Of the runs that have the figure (NaN where one run could not take it)."""
-    known = [v for v in values if v == v]
-    return median(known) if known else float("nan")
-
-
 def main() -> None:
     sizes = [int(x) for x in os.environ.get("BENCH_SCALE_FILES", "2000,100000").split(",")]
     n_changes = int(os.environ.get("BENCH_SCALE_CHANGES", "500"))
@@ -358,7 +352,7 @@ def main() -> None:
     print(f"{'figure (' + str(n_agents) + ' agents, ' + str(n_changes) + ' changes)':<46}"
           + "".join(f"{title:>14}" for title, _ in columns) + "  target")
     for name in names:
-        print(f"{name:<46}" + "".join(f"{_median([r.get(name, float('nan')) for r in rs]):14.1f}" for _, rs in columns)
+        print(f"{name:<46}" + "".join(f"{median_known([r.get(name, float('nan')) for r in rs]):14.1f}" for _, rs in columns)
               + f"  {TARGETS.get(name, '')}")
 
 

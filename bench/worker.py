@@ -177,6 +177,13 @@ def pct(values: list[float], p: float) -> float:
     return s[min(len(s) - 1, int(round(p / 100 * (len(s) - 1))))]
 
 
+def median_known(values: list[float]) -> float:
+    """The median of the runs that have the figure (NaN where a run could not take it), for the
+    benches' BENCH_REPEAT."""
+    known = [v for v in values if v == v]
+    return statistics.median(known) if known else float("nan")
+
+
 def sqlite_commit_rate(duration_s: float = 3.0) -> float:
     """Single-row durable commits per second: SQLite, WAL, synchronous=FULL, on this disk."""
     d = Path(tempfile.mkdtemp(prefix="lonca-bench-sqlite-"))
