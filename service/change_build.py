@@ -2,6 +2,7 @@
 import asyncio
 import base64
 import binascii
+import logging
 import threading
 from collections import OrderedDict
 from typing import Callable, Iterator, Mapping, TypeVar
@@ -16,6 +17,8 @@ from lonca.symbols import SymbolCache, TreeEntry, compute_facts, mode_word
 from . import random_ids
 from .gitstore import DAEMON_SIG, commit_of, walk_tree
 from .paths import check_path, check_symlink_target, check_tree
+
+log = logging.getLogger("lonca.daemon")
 
 MODES = {"regular": pygit2.GIT_FILEMODE_BLOB, "executable": pygit2.GIT_FILEMODE_BLOB_EXECUTABLE,
          "symlink": pygit2.GIT_FILEMODE_LINK}
@@ -126,19 +129,18 @@ class TreeMaps:
         ancestor, before = held_ancestor(commit, lambda c: self.held(c, wait=False))
         if before is None or (before.depth if isinstance(before, TreeOverlay) else 0) >= _DEPTH:
             return None
-        changes: dict[str, TreeEntry | None] = {}
-        for path, _, b in file_changes(repo, ancestor.tree, commit.tree):
-            if len(changes) == _NEAR_FILES:
-                return None     # a large merge: its walk would hold the loop
-            changes[path] = None if b is None else TreeEntry(str(b.id), OCTAL.get(b.filemode, "100644"))
+        changes = tree_changes_upto(repo, ancestor.tree, commit.tree, _NEAR_FILES)
+        if changes is None:
+            return None     # a large merge: its walk would hold the loop
         m = TreeOverlay(before, changes)
         if self._lock.acquire(False):   # else a thread is putting one: the next preview puts it
             try:
                 self._keep(commit_id, m)
             finally:
                 self._lock.release()
-            if m.depth == _DEPTH:
-                asyncio.get_running_loop().run_in_executor(None, self._flatten, commit_id, m)
+            if m.depth == _DEPTH:   # nobody awaits it: a failure is logged, and the map stays an overlay
+                asyncio.get_running_loop().run_in_executor(None, self._flatten, commit_id, m).add_done_callback(
+                    _flatten_failed)
         return m
 
     def _flatten(self, commit_id: str, m: "TreeOverlay") -> None:
@@ -146,7 +148,7 @@ class TreeMaps:
         flat = m.flat()
         with self._lock:
             if self._maps.get(commit_id) is m:
-                self._maps[commit_id] = flat
+                self._keep(commit_id, flat)     # as every map held: it counts toward the sizes' bound
 
     def entry(self, repo: pygit2.Repository, path: str, e: TreeEntry) -> dict:
         """The seed's tree entry of `e` at `path`, its size from the object's header once, then
@@ -176,6 +178,13 @@ class TreeMaps:
             self._maps.popitem(last=False)
 
 
+def _flatten_failed(job: "asyncio.Future[None]") -> None:
+    """A flat copy that failed leaves the overlay held; the next map past it is made on a thread
+    (TreeMaps.get flattens it there)."""
+    if not job.cancelled() and job.exception() is not None:
+        log.error("a tree map's flat copy failed", exc_info=job.exception())
+
+
 def tree_map(repo: pygit2.Repository, tree: pygit2.Tree) -> dict[str, TreeEntry]:
     return {p: TreeEntry(str(oid), OCTAL.get(m, "100644")) for p, oid, m in walk_tree(repo, tree)}
 
@@ -183,8 +192,20 @@ def tree_map(repo: pygit2.Repository, tree: pygit2.Tree) -> dict[str, TreeEntry]
 def tree_changes(repo: pygit2.Repository, old: pygit2.Tree | None, new: pygit2.Tree | None) -> dict[str, TreeEntry | None]:
     """path -> the new TreeEntry (None where deleted) of every file that differs between two
     trees (lonca.queue.tree_diff: the cost is that of the change, not of the tree)."""
-    return {path: None if b is None else TreeEntry(str(b.id), OCTAL.get(b.filemode, "100644"))
-            for path, _, b in file_changes(repo, old, new)}
+    changes = tree_changes_upto(repo, old, new, None)
+    assert changes is not None
+    return changes
+
+
+def tree_changes_upto(repo: pygit2.Repository, old: pygit2.Tree | None, new: pygit2.Tree | None,
+                      most: int | None) -> dict[str, TreeEntry | None] | None:
+    """tree_changes, or None as soon as more than `most` files differ (the walk stops there)."""
+    changes: dict[str, TreeEntry | None] = {}
+    for path, _, b in file_changes(repo, old, new):
+        if len(changes) == most:
+            return None
+        changes[path] = None if b is None else TreeEntry(str(b.id), OCTAL.get(b.filemode, "100644"))
+    return changes
 
 
 def commit_exists(repo: pygit2.Repository, commit_id: str) -> bool:
