@@ -175,13 +175,21 @@ class LogWriter:
         the beat tens of ms under integration load (docs/decisions.md, "A heartbeat answered
         before its commit"). None when it may not be; the writer then decides it again in its
         turn, which a quick decision allows (it has no effect of its own)."""
-        draft = decide()    # a LoncaError is the answer, as when the writer decides it
+        try:
+            draft = decide()    # a LoncaError is the answer, as when the writer decides it
+        except LoncaError:
+            raise
+        except Exception:   # a bug: the writer decides it again, and logs and answers it as it does any
+            return None
         if draft.answer_early is None or self._touched(repo, draft.answer_early):
             return None
         row, entry, signer = self._entry(repo, draft)
         self._ahead.append((row, signer, draft))
         self._wake.set()
-        return {"seq": entry["seq"], "decision": entry["decision"], **(draft.result(entry) if draft.result else {})}
+        answer = self._answer(repo, entry, draft)
+        if isinstance(answer, LoncaError):
+            raise answer
+        return answer
 
     async def wait_for(self, repo: str, seq: int, timeout_s: float) -> None:
         """Until the repository's log has a durable entry at `seq` or the time runs out; holds no lock."""
@@ -235,7 +243,6 @@ class LogWriter:
             await self._write_batch()
 
     async def _write_batch(self) -> None:
-        loop = asyncio.get_running_loop()
         batch = deque(self._quick + self._pending)
         self._quick, self._pending = [], []
         ahead, self._ahead = self._ahead, []    # decided first, answered already
@@ -267,13 +274,7 @@ class LogWriter:
             entries.append(row)  # applied: it is committed with the batch whatever follows
             signers.append(signer)
             rows.extend(draft.rows)
-            answer = {"seq": entry["seq"], "decision": entry["decision"]}
-            try:
-                if draft.result:
-                    answer.update(draft.result(entry))
-            except Exception as e:
-                log.exception("the answer to a logged entry of %s failed", repo)
-                answer = LoncaError("internal", f"the entry was logged at seq {entry['seq']} but its answer failed: {type(e).__name__}")
+            answer = self._answer(repo, entry, draft)
             if early and not isinstance(answer, LoncaError):
                 fut.set_result(answer)     # the commit below skips a future already answered
             answers.append((fut, answer, draft, entry["seq"]))
@@ -286,11 +287,9 @@ class LogWriter:
         settled = [(rs.name, *held) for rs in touched for held in rs.settled.to_write()]
         trunks = trunk_store.pending_rows(touched)
         upto = self._applied    # what this commit makes durable: heartbeats may be applied on top meanwhile
-        self._committing = True
         try:
-            await loop.run_in_executor(self._db, self._commit, entries, signers, rows, settled, trunks)
+            await self._committed(entries, signers, rows, settled, trunks)
         except Exception as e:
-            self._committing = False
             self.broken = db_cause(e)
             self.failures += 1
             log.error("committing %d log entries to %s failed", len(entries), self.db_name, exc_info=True)
@@ -306,7 +305,6 @@ class LogWriter:
                 except Exception:  # what is left behind is the operator's to clear; the writer goes on
                     log.exception("putting back what the entry %d of the failed commit did failed", seq)
             return
-        self._committing = False
         for rs in touched:
             rs.settled.written((c, seq) for name, c, seq, _ in settled if name == rs.name)
         trunk_store.mark_written(touched, trunks)
@@ -329,6 +327,28 @@ class LogWriter:
                 fut.set_result(answer)
         async with self._appended:
             self._appended.notify_all()
+
+    @staticmethod
+    def _answer(repo: str, entry: dict, draft: Draft) -> dict | LoncaError:
+        """What a logged entry answers: its seq and decision and what the method adds, or
+        `internal` when that fails (the entry is logged all the same)."""
+        answer = {"seq": entry["seq"], "decision": entry["decision"]}
+        try:
+            if draft.result:
+                answer.update(draft.result(entry))
+        except Exception as e:
+            log.exception("the answer to a logged entry of %s failed", repo)
+            return LoncaError("internal", f"the entry was logged at seq {entry['seq']} but its answer failed: {type(e).__name__}")
+        return answer
+
+    async def _committed(self, *batch) -> None:
+        """The batch committed on the database thread; heartbeats meanwhile go _ahead_of_commit
+        (whatever ends the commit, a failure or the writer cancelled, ends that)."""
+        self._committing = True
+        try:
+            await asyncio.get_running_loop().run_in_executor(self._db, self._commit, *batch)
+        finally:
+            self._committing = False
 
     def _touched(self, repo: str, session: str) -> bool:
         """Whether an entry of `repo` applied and not yet durable may have changed the session's
