@@ -8,8 +8,9 @@ nothing but the broker. The job is `remote.pack`'s: the tree and the specs, no p
 
 The worker waits for an answer up to the checks' own time limits plus a grace period: no answer
 by then is `verification_error` with the reason, never a stuck queue. A broker that can not be
-reached decides nothing: the error goes up to the queue's loop, which logs it and tries the round
-again on its next wake, as it does while the database is away.
+reached, or a connection to it lost while waiting (_NoReconnect), decides nothing: the error goes
+up to the queue's loop, which logs it and tries the round again on its next wake, as it does while
+the database is away.
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ import socket
 
 import pygit2
 from celery import Celery
+from celery.backends.rpc import ResultConsumer, RPCBackend
 from celery.exceptions import TimeoutError as CeleryTimeout
 from kombu.exceptions import OperationalError
 
@@ -30,8 +32,25 @@ GRACE_S = 60        # on top of the checks' limits: a runner's queueing and unpa
 
 
 
+class _NoReconnect(ResultConsumer):
+    """A wait for an answer ends when its connection to the broker is lost. Celery's own consumer
+    reconnects and waits on, but the reply queue is not durable: a restarted broker has dropped it
+    with any answer in it, and an answer a runner sends before the worker is back is routed
+    nowhere. The job is acknowledged by then, so nothing sends it again, and the worker would wait
+    out the checks' whole limit for a verdict of `verification_error` (a test restarts a broker
+    so). Raised as the broker being away instead: nothing is decided and the queue's loop tries
+    the round again, a new job for each candidate."""
+
+    def _reconnect(self):
+        raise OperationalError("the connection to the broker was lost while waiting for a runner's answer")
+
+
+class _Backend(RPCBackend):
+    ResultConsumer = _NoReconnect
+
+
 def _app() -> Celery:
-    made = Celery("lonca", broker=BROKER, backend="rpc://")
+    made = Celery("lonca", broker=BROKER, backend=f"{__name__}:_Backend")
     made.conf.update(task_serializer="json", result_serializer="json", accept_content=["json"],
                      task_acks_late=True, task_reject_on_worker_lost=True, worker_prefetch_multiplier=1,
                      broker_connection_retry_on_startup=True, worker_hijack_root_logger=False)

@@ -2,9 +2,11 @@
 worker whose policy says [queue] runner = "celery". The runners get a cleared environment, a home
 and a folder of their own, and nothing of the worker's (no LONCA_HOME, no token, no key): the tree
 comes in the job. (They run as the same user: this machine's Python lives under /root, which no
-other user can run.)"""
+other user can run.) The broker restart runs on a RabbitMQ node of its own (`private_broker`):
+the machine's is shared by every test and session."""
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -37,19 +39,27 @@ def database_url(request):
 
 
 @pytest.fixture
-def runners(tmp_path):
+def runners(any_runners):
+    """Runners on the machine's RabbitMQ."""
     if not _broker_up():
         if os.environ.get("CI") == "true":
             pytest.fail("RabbitMQ is not at 127.0.0.1:5672: CI must start it before the tests")
         pytest.skip("RabbitMQ is not at 127.0.0.1:5672")
+    return any_runners
+
+
+@pytest.fixture
+def any_runners(tmp_path):
+    """`lonca runner` processes on the broker each is given (the machine's by default)."""
     started: list[subprocess.Popen] = []
 
-    def start(name: str, concurrency: int = 2) -> subprocess.Popen:
+    def start(name: str, concurrency: int = 2, broker: str | None = None) -> subprocess.Popen:
         home = tmp_path / f"runner-{name}"
         home.mkdir()
         out = open(home / "out.txt", "wb")
+        env = {"PATH": "/usr/bin:/bin", "HOME": str(home), **({"LONCA_CELERY_BROKER": broker} if broker else {})}
         proc = subprocess.Popen([sys.executable, "-m", "lonca", "runner", "--concurrency", str(concurrency)],
-                                cwd=home, env={"PATH": "/usr/bin:/bin", "HOME": str(home)},
+                                cwd=home, env=env,
                                 stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         started.append(proc)
         deadline = time.time() + 90
@@ -155,15 +165,26 @@ def test_four_runners_a_queue_with_conflicts_and_failures_and_the_log_replays(re
         if i in (6, 15):
             assert f"lib/q{i}.py" in got["evidence"][0]["log"]      # its own log
     entries = env.log()
-    landed = [ch for e in entries if e["entry"]["op"]["op"] in ("change.integrate", "change.integrate_batch")
-              and e["entry"]["decision"]["outcome"] == "allow"
-              for ch in ([e["entry"]["op"]["change"]] if e["entry"]["op"]["op"] == "change.integrate"
-                         else [m[0] for m in e["entry"]["op"]["merged"]])]
+    landed = _landed(entries)
     assert len(landed) == len(set(landed)) == 19                   # every passing change once
     res = env.w.cli("audit", "verify", "--json")                   # each trunk tree on its own checks
     assert res.returncode == 0 and json.loads(res.stdout)["logs"][0]["trees_compared"]
     runners_seen = {a["details"]["runner"] for e in entries for a in e["entry"]["evidence"]}
     assert len(runners_seen) >= 2 and all(r.startswith("celery:") for r in runners_seen)
+    _replays(env)
+    assert all(p.poll() is None for p in procs)
+
+
+def _landed(entries: list) -> list[str]:
+    """The changes the log says landed, once for each time."""
+    return [ch for e in entries if e["entry"]["op"]["op"] in ("change.integrate", "change.integrate_batch")
+            and e["entry"]["decision"]["outcome"] == "allow"
+            for ch in ([e["entry"]["op"]["change"]] if e["entry"]["op"]["op"] == "change.integrate"
+                       else [m[0] for m in e["entry"]["op"]["merged"]])]
+
+
+def _replays(env) -> None:
+    """The worker restarted replays its log to the status it had."""
     before = env.status()
     env.w.stop()
     env.w.start()
@@ -174,4 +195,122 @@ def test_four_runners_a_queue_with_conflicts_and_failures_and_the_log_replays(re
         c2.close()
     for k in ("trunk", "queue", "next_seq", "head_hash", "changes", "flaky"):
         assert after[k] == before[k], k
-    assert all(p.poll() is None for p in procs)
+
+
+RABBIT_BIN = "/usr/lib/rabbitmq/bin"    # not /usr/sbin's wrappers, which run as the rabbitmq user, who can not write tmp_path
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class PrivateBroker:
+    """A RabbitMQ node of one test's own (its name, ports, data and cookie in tmp_path), which the
+    test may stop and start again: the machine's node at 5672 is shared by every test and session."""
+
+    def __init__(self, root):
+        self.root = root
+        self.node = f"lonca-{os.urandom(4).hex()}@localhost"
+        self.port = _free_port()
+        self.url = f"amqp://guest:guest@127.0.0.1:{self.port}//"
+        root.mkdir()
+        (root / "rabbitmq.conf").write_text("loopback_users = none\n")
+        (root / "enabled_plugins").write_text("[].\n")
+        self.env = {"PATH": "/usr/bin:/bin", "HOME": str(root),      # its Erlang cookie is made there
+                    "RABBITMQ_NODENAME": self.node, "RABBITMQ_NODE_PORT": str(self.port),
+                    "RABBITMQ_DIST_PORT": str(_free_port()), "RABBITMQ_MNESIA_BASE": str(root / "mnesia"),
+                    "RABBITMQ_LOG_BASE": str(root / "log"), "RABBITMQ_PID_FILE": str(root / "pid"),
+                    "RABBITMQ_CONFIG_FILE": str(root / "rabbitmq"),
+                    "RABBITMQ_ADVANCED_CONFIG_FILE": str(root / "advanced.config"),
+                    "RABBITMQ_ENABLED_PLUGINS_FILE": str(root / "enabled_plugins")}
+        self.proc: subprocess.Popen | None = None
+
+    def ctl(self, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+        return subprocess.run([f"{RABBIT_BIN}/rabbitmqctl", "-n", self.node, *args], env=self.env,
+                              capture_output=True, text=True, timeout=timeout)
+
+    def start(self) -> None:
+        """On the same port and data folder every time."""
+        self.proc = subprocess.Popen([f"{RABBIT_BIN}/rabbitmq-server"], env=self.env, cwd=self.root,
+                                     stdout=open(self.root / "out.txt", "ab"), stderr=subprocess.STDOUT,
+                                     start_new_session=True)
+        deadline = time.time() + 60
+        # await_startup fails at once until the node has registered with epmd: tried again until then
+        while self.ctl("await_startup", "--timeout", "60").returncode != 0:
+            assert self.proc.poll() is None and time.time() < deadline, (self.root / "out.txt").read_text()[-3000:]
+            time.sleep(0.3)
+
+    def stop(self) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        try:
+            self.ctl("stop", timeout=30)
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+
+
+@pytest.fixture
+def private_broker(tmp_path):
+    if not os.access(f"{RABBIT_BIN}/rabbitmq-server", os.X_OK):
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"RabbitMQ is not installed ({RABBIT_BIN}/rabbitmq-server): CI must install rabbitmq-server")
+        pytest.skip(f"RabbitMQ is not installed ({RABBIT_BIN}/rabbitmq-server)")
+    broker = PrivateBroker(tmp_path / "rabbit")
+    try:
+        broker.start()
+        yield broker
+    finally:
+        broker.stop()
+
+
+def test_a_broker_restarted_mid_check_loses_nothing_and_lands_nothing_twice(make_worker, source_repo, monkeypatch,
+                                                                            tmp_path, private_broker, any_runners):
+    from helpers import RepoEnv
+    w = make_worker({"LONCA_CELERY_BROKER": private_broker.url})
+    monkeypatch.setenv("LONCA_HUMANS", w.env["LONCA_HUMANS"])
+    env = RepoEnv(w, source_repo)
+    try:
+        procs = [any_runners(f"r{i}", concurrency=1, broker=private_broker.url) for i in range(2)]
+        _policy(env, 3, runners=2)
+        c = env.client
+        base = env.status()["trunk"]
+        changes = []
+        for i in range(4):
+            t = env.agent(f"agent{i}")["token"]
+            acquire(c, t, f"lib/b{i}.py#<file>")
+            body = f"def b{i}():\n    return {'BAD' if i == 2 else i}\n"
+            changes.append((propose(c, t, base, {f"lib/b{i}.py": body})["change"], t))
+        deadline = time.time() + 60
+        while not [q for p in procs for q in _children(p.pid) if _children(q)]:    # a check is running
+            assert time.time() < deadline
+            time.sleep(0.1)
+        # The broker restarts mid-check with the worker paused, and the worker goes on only once the
+        # job, given again to a runner after the restart, has run and answered: an answer sent
+        # before its worker is back on the broker, to a reply queue the restart did not keep, is
+        # lost (what a worker slower to reconnect than a runner meets, made certain here)
+        outs = [tmp_path / f"runner-r{i}" / "out.txt" for i in range(2)]
+        seen = [len(o.read_bytes()) for o in outs]
+        os.kill(w.proc.pid, signal.SIGSTOP)
+        try:
+            private_broker.stop()
+            private_broker.start()
+            while not any(re.search(rb"Connected to .* received.* succeeded in ", o.read_bytes()[n:], re.S)
+                          for o, n in zip(outs, seen)):
+                assert time.time() < deadline
+                time.sleep(0.1)
+        finally:
+            os.kill(w.proc.pid, signal.SIGCONT)
+        for i, (cid, t) in enumerate(changes):
+            got = wait_status(c, t, cid, "rejected" if i == 2 else "integrated", timeout=120)
+            assert (got["evidence"][0]["result"] == "fail") == (i == 2)
+        landed = _landed(env.log())
+        assert sorted(landed) == sorted(cid for i, (cid, _) in enumerate(changes) if i != 2)    # each once
+        res = env.w.cli("audit", "verify", "--json")        # each trunk tree on its own passing checks
+        assert res.returncode == 0 and json.loads(res.stdout)["logs"][0]["trees_compared"]
+        _replays(env)
+    finally:
+        env.client.close()
