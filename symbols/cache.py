@@ -55,6 +55,10 @@ TABLE_BYTES_FLOOR = 4 * 1024 * 1024
 TREE_BYTES_FLOOR = 8 * 1024 * 1024
 _MAX_PATHS_PER_BLOB = 8
 _MAX_BASES = 8
+# below this a whole parse is cheaper than the splice's two parses of ranges and its checks
+# (measured on this repository's own modules: 0.17-0.65 ms whole against 0.36-0.86 spliced
+# under 3 KB, the splice ahead from ~5 KB); a preview judged on the event loop pays it there
+SPLICE_MIN_BYTES = 3 * 1024
 
 TABLE_FORMAT = 1          # the layout of encode(); with SYMBOLS_ENGINE, what a stored table is valid for
 Key = tuple[str, "str | None"]       # (blob id, language)
@@ -234,7 +238,7 @@ class SymbolCache:
 
     def _spliced(self, path: str, language: str | None, base: str | None,
                  base_data: bytes | None, data: bytes, base_table: FileSymbols | None) -> FileSymbols | None:
-        if base is None:
+        if base is None or len(data) < SPLICE_MIN_BYTES:
             return None
         with self._lock:
             by_path = self._blobs.get((base, language))

@@ -3,7 +3,8 @@ change read the base's table from its index, and splice the new version from it,
 let that table go. At 64 MiB the cache was what the soak bench's worker grew by for ten minutes."""
 from lonca.symbols import SymbolCache, TreeEntry, compute_facts, warm_base
 
-OLD = b"def f(x):\n    return x\n\n\ndef g(y):\n    return y\n"
+# past SPLICE_MIN_BYTES: a smaller file is parsed whole
+OLD = b"".join(b"def f%d(x):\n    return x\n\n\n" % i for i in range(200)) + b"def g(y):\n    return y\n"
 NEW = OLD.replace(b"return y", b"return y + 1")
 
 
@@ -49,3 +50,25 @@ def test_a_small_repository_bounds_the_tables_and_trees_held_by_its_files():
     assert big._tree_bytes > DEFAULT_TREE_BYTES - (1 << 20)
     big.fit(1_000)      # a smaller repository of the same worker does not shrink the bound
     assert big._tree_bytes > DEFAULT_TREE_BYTES - (1 << 20)
+
+
+def test_a_small_file_is_parsed_whole_and_a_big_one_spliced(monkeypatch):
+    """Under SPLICE_MIN_BYTES a whole parse costs less than the splice's two parses of ranges
+    (a preview judged on the event loop pays it there); the table is the same either way."""
+    from lonca.symbols import cache as cache_module
+    from lonca.symbols.table import parsed_table
+    calls = []
+
+    def counted(*args):
+        calls.append(args[0])
+        return splice_module.spliced_table(*args)
+    from lonca.symbols import splice as splice_module
+    monkeypatch.setattr(cache_module, "spliced_table", counted)
+    small = b"def f(x):\n    return x\n\n\ndef g(y):\n    return y\n"
+    for name, old in (("small.py", small), ("big.py", OLD)):
+        new = old.replace(b"return y", b"return y + 1")
+        cache = SymbolCache()
+        cache.table(name, "1" * 40, lambda: old)
+        table = cache.table(name, "2" * 40, lambda: new, base="1" * 40, base_data=old)
+        assert table == parsed_table(name, new)[0]
+    assert calls == ["big.py"]
