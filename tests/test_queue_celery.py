@@ -1,17 +1,21 @@
 """Check runners on Celery over the machine's RabbitMQ: real `lonca runner` processes, a real
 worker whose policy says [queue] runner = "celery". The runners get a cleared environment, a home
 and a folder of their own, and nothing of the worker's (no LONCA_HOME, no token, no key): the tree
-comes in the job. (They run as the same user: this machine's Python lives under /root, which no
-other user can run.) The broker restart runs on a RabbitMQ node of its own (`private_broker`):
+comes in the job. They run as nobody, from the copy of the project's Python that `make runner-python` makes under
+/var/tmp (this machine's Python lives under /root, which nobody can run), so the worker's LONCA_HOME, under
+pytest's tmp_path (0700), is closed to them: every check tries to read the worker's database and
+says what it got. The broker restart runs on a RabbitMQ node of its own (`private_broker`):
 the machine's is shared by every test and session."""
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
-import sys
+import tempfile
 import time
+from pathlib import Path
 
 import pygit2
 import pytest
@@ -19,10 +23,14 @@ import pytest
 from helpers import acquire, propose
 from test_leases import wait_status
 
-CHECK = ("import os, sys, time, pathlib; time.sleep({delay}); "
+CHECK = ("import os, sys, time, pathlib\n"
+         "try:\n    open({secret!r}).close(); worker = 'read'\nexcept OSError as e:\n    worker = type(e).__name__\n"
+         "time.sleep({delay}); "
          "bad = [str(p) for p in pathlib.Path('.').rglob('*.py') if 'BAD' in p.read_text()]; "
-         "print('runner pid', os.getppid(), 'home' if 'LONCA_HOME' in os.environ else 'no home', 'bad:', bad); "
+         "print('runner pid', os.getppid(), 'home' if 'LONCA_HOME' in os.environ else 'no home', "
+         "'worker home:', worker, 'bad:', bad); "
          "sys.exit(1 if bad else 0)")
+NOBODY = 65534      # the runners' user and group
 
 
 def _broker_up() -> bool:
@@ -50,25 +58,40 @@ def runners(any_runners):
 
 @pytest.fixture
 def any_runners(tmp_path):
-    """`lonca runner` processes on the broker each is given (the machine's by default)."""
+    """`lonca runner` processes as nobody on the broker each is given (the machine's by default),
+    with the Python and code `make test` copied under /var/tmp (LONCA_RUNNER_CODE, the Makefile's)."""
+    code = Path(os.environ.get("LONCA_RUNNER_CODE") or "/nonexistent")
+    python = code.parent / "bin" / "python"
+    if os.geteuid() != 0 or not (code / "lonca").is_dir() or not os.access(python, os.X_OK):
+        why = (f"runners run as nobody: that needs root and the runner's Python (make runner-python; "
+               f"LONCA_RUNNER_CODE={code}, euid {os.geteuid()})")
+        if os.environ.get("CI") == "true":
+            pytest.fail(why)
+        pytest.skip(why)
     started: list[subprocess.Popen] = []
+    homes: list[str] = []
 
     def start(name: str, concurrency: int = 2, broker: str | None = None) -> subprocess.Popen:
-        home = tmp_path / f"runner-{name}"
-        home.mkdir()
-        out = open(home / "out.txt", "wb")
-        env = {"PATH": "/usr/bin:/bin", "HOME": str(home), **({"LONCA_CELERY_BROKER": broker} if broker else {})}
-        proc = subprocess.Popen([sys.executable, "-m", "lonca", "runner", "--concurrency", str(concurrency)],
-                                cwd=home, env=env,
+        (tmp_path / f"runner-{name}").mkdir()
+        out = open(tmp_path / f"runner-{name}" / "out.txt", "wb")     # opened by root: the runner inherits it
+        # its home outside tmp_path, whose 0700 is what keeps nobody out of the worker's LONCA_HOME
+        home = tempfile.mkdtemp(prefix=f"lonca-runner-{name}-", dir="/var/tmp")
+        homes.append(home)
+        os.chown(home, NOBODY, NOBODY)
+        env = {"PATH": "/usr/bin:/bin", "HOME": home, "PYTHONPATH": str(code),
+               "LD_LIBRARY_PATH": str(code.parent / "lib"),       # its libpython: the copy's run path is under /root
+               **({"LONCA_CELERY_BROKER": broker} if broker else {})}
+        proc = subprocess.Popen([str(python), "-m", "lonca", "runner", "--concurrency", str(concurrency)],
+                                cwd=home, env=env, user=NOBODY, group=NOBODY, extra_groups=[],
                                 stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         started.append(proc)
         deadline = time.time() + 90
-        while b" ready." not in (home / "out.txt").read_bytes():
-            assert proc.poll() is None and time.time() < deadline, (home / "out.txt").read_text()
+        while b" ready." not in (tmp_path / f"runner-{name}" / "out.txt").read_bytes():
+            assert proc.poll() is None and time.time() < deadline, (tmp_path / f"runner-{name}" / "out.txt").read_text()
             time.sleep(0.2)
         return proc
     yield start
-    for proc in started:
+    for proc in started:        # nobody's processes, which root may signal
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGTERM)
             try:
@@ -76,10 +99,12 @@ def any_runners(tmp_path):
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
+    for home in homes:
+        shutil.rmtree(home)
 
 
 def _policy(env, delay, runners=1):
-    argv = json.dumps(["python3", "-c", CHECK.format(delay=delay)])
+    argv = json.dumps(["python3", "-c", CHECK.format(delay=delay, secret=str(env.w.home / "lonca.db"))])
     env.policy(f'[verification]\ntests = {argv}\nbatch_size = 8\n[queue]\nrunner = "celery"\nrunners = {runners}\n')
 
 
@@ -95,11 +120,13 @@ def test_runners_verify_lanes_and_each_verdict_names_its_runner(repo_env, runner
         acquire(c, t, f"lib/r{i}.py#<file>")
         body = f"def r{i}():\n    return {'BAD' if i == 4 else i}\n"
         changes.append((propose(c, t, base, {f"lib/r{i}.py": body})["change"], t))
+    assert (env.w.home / "lonca.db").is_file()      # what each check tried to read
     for i, (cid, t) in enumerate(changes):
         got = wait_status(c, t, cid, "rejected" if i == 4 else "integrated", timeout=120)
         [ev] = got["evidence"]
         assert ev["details"]["runner"].startswith("celery:")
         assert "no home" in ev["log"] and f"runner pid {env.w.proc.pid}" not in ev["log"]
+        assert "worker home: PermissionError" in ev["log"]      # "read" by a runner as root
         assert (ev["result"] == "fail") == (i == 4)
     ran = {e["details"]["runner"].split(":")[2] for x in env.log() for e in x["entry"]["evidence"]}
     assert ran <= {str(p.pid) for p in procs} | {str(q) for p in procs for q in _children(p.pid)}
