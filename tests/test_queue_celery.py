@@ -108,18 +108,25 @@ def _policy(env, delay, runners=1):
     env.policy(f'[verification]\ntests = {argv}\nbatch_size = 8\n[queue]\nrunner = "celery"\nrunners = {runners}\n')
 
 
+def _propose_modules(env, base, stem: str, n: int, bad: set[int]) -> list[tuple[str, str]]:
+    """n agents each lease and propose a module of its own, lib/<stem><i>.py; those in `bad` hold
+    BAD and fail the check. (change id, the agent's token), in order."""
+    changes = []
+    for i in range(n):
+        t = env.agent(f"agent{i}")["token"]
+        acquire(env.client, t, f"lib/{stem}{i}.py#<file>")
+        body = f"def {stem}{i}():\n    return {'BAD' if i in bad else i}\n"
+        changes.append((propose(env.client, t, base, {f"lib/{stem}{i}.py": body})["change"], t))
+    return changes
+
+
 def test_runners_verify_lanes_and_each_verdict_names_its_runner(repo_env, runners):
     env = repo_env
     procs = [runners("a"), runners("b")]
     _policy(env, 0.5, runners=3)
     c = env.client
     base = env.status()["trunk"]
-    changes = []
-    for i in range(6):
-        t = env.agent(f"agent{i}")["token"]
-        acquire(c, t, f"lib/r{i}.py#<file>")
-        body = f"def r{i}():\n    return {'BAD' if i == 4 else i}\n"
-        changes.append((propose(c, t, base, {f"lib/r{i}.py": body})["change"], t))
+    changes = _propose_modules(env, base, "r", 6, {4})
     assert (env.w.home / "lonca.db").is_file()      # what each check tried to read
     for i, (cid, t) in enumerate(changes):
         got = wait_status(c, t, cid, "rejected" if i == 4 else "integrated", timeout=120)
@@ -180,12 +187,7 @@ def test_four_runners_a_queue_with_conflicts_and_failures_and_the_log_replays(re
     acquire(c, y, "app.py#charge")
     late = propose(c, y, base, {"app.py": APP.replace("amount * 2", "amount + 1")})
     # and twenty independent ones, two of them failing their check
-    changes = []
-    for i in range(20):
-        t = env.agent(f"agent{i}")["token"]
-        acquire(c, t, f"lib/q{i}.py#<file>")
-        body = f"def q{i}():\n    return {'BAD' if i in (6, 15) else i}\n"
-        changes.append((propose(c, t, base, {f"lib/q{i}.py": body})["change"], t))
+    changes = _propose_modules(env, base, "q", 20, {6, 15})
     assert wait_status(c, y, late["change"], "conflicted", timeout=120)["status"]["symbols"] == ["app.py#charge"]
     for i, (cid, t) in enumerate(changes):
         got = wait_status(c, t, cid, "rejected" if i in (6, 15) else "integrated", timeout=180)
@@ -305,12 +307,7 @@ def test_a_broker_restarted_mid_check_loses_nothing_and_lands_nothing_twice(make
         _policy(env, 3, runners=2)
         c = env.client
         base = env.status()["trunk"]
-        changes = []
-        for i in range(4):
-            t = env.agent(f"agent{i}")["token"]
-            acquire(c, t, f"lib/b{i}.py#<file>")
-            body = f"def b{i}():\n    return {'BAD' if i == 2 else i}\n"
-            changes.append((propose(c, t, base, {f"lib/b{i}.py": body})["change"], t))
+        changes = _propose_modules(env, base, "b", 4, {2})
         deadline = time.time() + 60
         while not [q for p in procs for q in _children(p.pid) if _children(q)]:    # a check is running
             assert time.time() < deadline
