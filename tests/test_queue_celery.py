@@ -20,6 +20,7 @@ from pathlib import Path
 import pygit2
 import pytest
 
+from forge import free_port
 from helpers import acquire, propose
 from test_leases import wait_status
 
@@ -72,8 +73,9 @@ def any_runners(tmp_path):
     homes: list[str] = []
 
     def start(name: str, concurrency: int = 2, broker: str | None = None) -> subprocess.Popen:
-        (tmp_path / f"runner-{name}").mkdir()
-        out = open(tmp_path / f"runner-{name}" / "out.txt", "wb")     # opened by root: the runner inherits it
+        log = tmp_path / f"runner-{name}" / "out.txt"
+        log.parent.mkdir()
+        out = open(log, "wb")     # opened by root: the runner inherits it
         # its home outside tmp_path, whose 0700 is what keeps nobody out of the worker's LONCA_HOME
         home = tempfile.mkdtemp(prefix=f"lonca-runner-{name}-", dir="/var/tmp")
         homes.append(home)
@@ -86,8 +88,8 @@ def any_runners(tmp_path):
                                 stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         started.append(proc)
         deadline = time.time() + 90
-        while b" ready." not in (tmp_path / f"runner-{name}" / "out.txt").read_bytes():
-            assert proc.poll() is None and time.time() < deadline, (tmp_path / f"runner-{name}" / "out.txt").read_text()
+        while b" ready." not in log.read_bytes():
+            assert proc.poll() is None and time.time() < deadline, log.read_text()
             time.sleep(0.2)
         return proc
     yield start
@@ -229,12 +231,6 @@ def _replays(env) -> None:
 RABBIT_BIN = "/usr/lib/rabbitmq/bin"    # not /usr/sbin's wrappers, which run as the rabbitmq user, who can not write tmp_path
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class PrivateBroker:
     """A RabbitMQ node of one test's own (its name, ports, data and cookie in tmp_path), which the
     test may stop and start again: the machine's node at 5672 is shared by every test and session."""
@@ -242,14 +238,14 @@ class PrivateBroker:
     def __init__(self, root):
         self.root = root
         self.node = f"lonca-{os.urandom(4).hex()}@localhost"
-        self.port = _free_port()
+        self.port = free_port()
         self.url = f"amqp://guest:guest@127.0.0.1:{self.port}//"
         root.mkdir()
         (root / "rabbitmq.conf").write_text("loopback_users = none\n")
         (root / "enabled_plugins").write_text("[].\n")
         self.env = {"PATH": "/usr/bin:/bin", "HOME": str(root),      # its Erlang cookie is made there
                     "RABBITMQ_NODENAME": self.node, "RABBITMQ_NODE_PORT": str(self.port),
-                    "RABBITMQ_DIST_PORT": str(_free_port()), "RABBITMQ_MNESIA_BASE": str(root / "mnesia"),
+                    "RABBITMQ_DIST_PORT": str(free_port()), "RABBITMQ_MNESIA_BASE": str(root / "mnesia"),
                     "RABBITMQ_LOG_BASE": str(root / "log"), "RABBITMQ_PID_FILE": str(root / "pid"),
                     "RABBITMQ_CONFIG_FILE": str(root / "rabbitmq"),
                     "RABBITMQ_ADVANCED_CONFIG_FILE": str(root / "advanced.config"),
@@ -322,6 +318,7 @@ def test_a_broker_restarted_mid_check_loses_nothing_and_lands_nothing_twice(make
         try:
             private_broker.stop()
             private_broker.start()
+            deadline = time.time() + 60     # the restart's own time is not the check's
             while not any(re.search(rb"Connected to .* received.* succeeded in ", o.read_bytes()[n:], re.S)
                           for o, n in zip(outs, seen)):
                 assert time.time() < deadline

@@ -56,13 +56,13 @@ def test_a_small_file_is_parsed_whole_and_a_big_one_spliced(monkeypatch):
     """Under SPLICE_MIN_BYTES a whole parse costs less than the splice's two parses of ranges
     (a preview judged on the event loop pays it there); the table is the same either way."""
     from lonca.symbols import cache as cache_module
+    from lonca.symbols import splice as splice_module
     from lonca.symbols.table import parsed_table
     calls = []
 
     def counted(*args):
         calls.append(args[0])
         return splice_module.spliced_table(*args)
-    from lonca.symbols import splice as splice_module
     monkeypatch.setattr(cache_module, "spliced_table", counted)
     small = b"def f(x):\n    return x\n\n\ndef g(y):\n    return y\n"
     for name, old in (("small.py", small), ("big.py", OLD)):
