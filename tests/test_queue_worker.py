@@ -147,5 +147,8 @@ def test_a_worker_killed_leaves_no_kept_checkout_to_the_next(env, tmp_path):
     c.close()
     assert all(p.exists() for p in left)
     env.w.start()
+    deadline = time.monotonic() + 20    # the sweep runs on a thread once the worker answers
+    while any(p.exists() for p in left) and time.monotonic() < deadline:
+        time.sleep(0.1)
     assert not any(p.exists() for p in left)
     assert (live / "tree").is_dir()
