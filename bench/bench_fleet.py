@@ -32,7 +32,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.bench_scale import change_files, cpu_s, integrations, wait_for_warm
+from bench.bench_scale import change_files, integrations, wait_for_warm
+from bench.procstat import cpu_s
 from bench.scale_repo import build
 from bench.worker import BenchWorker, median, median_known, pct
 

@@ -16,6 +16,7 @@ import json
 import sqlite3
 import time
 
+from bench.procstat import rss_mb
 from bench.worker import BenchWorker, median, table
 
 ENDED = 10_000
@@ -23,13 +24,6 @@ ENTRIES = 100_000
 MORE = 100_000
 MESSAGES = 1_000  # to the live session, so `events` has something to read
 CONNECTIONS = 16
-
-
-def rss_mb(pid: int) -> float:
-    for line in open(f"/proc/{pid}/status"):
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
 
 
 async def _latencies(socket, req: dict, n: int) -> list[float]:

@@ -12,6 +12,7 @@ import sys
 import time
 from pathlib import Path
 
+from bench.procstat import cpu_s
 from bench.worker import BenchWorker, drive, pct, table
 
 RUNS = 40
@@ -80,12 +81,6 @@ def main() -> None:
     ])
 
 
-def _cpu_s(pid: int) -> float:
-    """User and system CPU seconds of a process so far (/proc/<pid>/stat, fields 14 and 15)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def _worker_rate(w: BenchWorker) -> tuple[float, list[float], float, float, float]:
     """hook.event alone: each of 64 sessions sends the same held edit of its own file; beside it
     the same sessions' heartbeats, the log's rate of one small entry each. Also the worker's CPU
@@ -107,12 +102,12 @@ def _worker_rate(w: BenchWorker) -> tuple[float, list[float], float, float, floa
                       "files": [{"path": f"m{i}.py", "mode": None,
                                  "content_b64": base64.b64encode(SOURCE.format(i=i).encode()).decode()}]}
             reqs.append([{"id": 1, "method": "hook.event", "token": token, "params": params}])
-    cpu = _cpu_s(w.proc.pid)
+    cpu = cpu_s(w.proc.pid)
     n, lat = drive(w.socket, reqs, DURATION)
-    hook_cpu, cpu = (_cpu_s(w.proc.pid) - cpu) / n * 1e6, _cpu_s(w.proc.pid)
+    hook_cpu, cpu = (cpu_s(w.proc.pid) - cpu) / n * 1e6, cpu_s(w.proc.pid)
     beats = [[{"id": 1, "method": "session.heartbeat", "token": r[0]["token"], "params": {}}] for r in reqs]
     m, _ = drive(w.socket, beats, DURATION)
-    beat_cpu = (_cpu_s(w.proc.pid) - cpu) / m * 1e6
+    beat_cpu = (cpu_s(w.proc.pid) - cpu) / m * 1e6
     return n / DURATION, lat, m / DURATION, hook_cpu, beat_cpu
 
 

@@ -30,6 +30,7 @@ import threading
 import time
 from pathlib import Path
 
+from bench.procstat import cpu_s, rss_peak_mb
 from bench.scale_repo import build, path_of, source
 from bench.worker import BenchWorker, median, median_known, own_lag, pct
 from lonca.async_client import AsyncClient
@@ -195,22 +196,6 @@ class Pinger:
         self._stopped.set()
         self._ticker.join()
         return json.loads(self.proc.communicate("stop\n", timeout=60)[0])
-
-
-def cpu_s(pid: int, kernel: bool = False) -> float:
-    """The worker's CPU time so far (user + system, all threads): a figure the other loads of a
-    shared machine do not stretch, as they stretch every wait. `kernel`: the system part alone,
-    which tells the bench's two modes apart (docs/decisions.md, "Loose objects written with the
-    GIL let go": new files on a disk that deleted many in the last minutes)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[12]) + (0 if kernel else int(fields[11]))) / os.sysconf("SC_CLK_TCK")
-
-
-def rss_peak_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
 
 
 def warm_lines(log: Path) -> list[tuple[str, float, float]]:

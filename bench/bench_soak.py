@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.bench_scale import Conn, Follower
-from bench.bench_history import rss_mb
+from bench.procstat import rss_mb
 from bench.scale_repo import build
 from bench.worker import BenchWorker, pct
 from lonca.protocol import LoncaError, claim_from_facts

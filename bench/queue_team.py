@@ -46,6 +46,7 @@ from pathlib import Path
 import pygit2
 
 from bench.bench_scale import Conn
+from bench.procstat import cpu_s
 from bench.scale_repo import build, commit_edits, path_of, source
 from bench.worker import BenchWorker, pct
 from lonca.protocol import claim_from_facts
@@ -235,11 +236,11 @@ def run_one(w: BenchWorker, src: Path, changes: list[Change], t: float, runners:
     async def drive() -> tuple[list[str], list[dict]]:
         nonlocal cpu_before
         params = await _prepare(w, repo, tokens, base, changes)
-        cpu_before = _cpu(w.proc.pid)     # from the first proposal: previews and leases are not the queue's
+        cpu_before = cpu_s(w.proc.pid)     # from the first proposal: previews and leases are not the queue's
         ids = await _arrive(w, repo, tokens, params, t / runners)
         return ids, await _decisions(w, repo, start, set(ids), timeout_s=60 + 40 * len(changes) * t)
     ids, entries = asyncio.run(drive())
-    cpu = _cpu(w.proc.pid) - cpu_before
+    cpu = cpu_s(w.proc.pid) - cpu_before
     load = os.getloadavg()[0]
     proposed = {e["op"]["change"]: e["time_ms"] for e in entries if e["op"]["op"] == "change.propose"}
     landed: dict[str, int] = {}
@@ -266,13 +267,6 @@ def run_one(w: BenchWorker, src: Path, changes: list[Change], t: float, runners:
     return Result(runners, strategy, len(ids), len(landed), len(rejected), makespan,
                   [(ms - proposed[cid]) / 1000 for cid, ms in landed.items()], len(decisions),
                   len(spans), sum(b - a for a, b in spans) / (runners * makespan), cpu, green, right, load)
-
-
-def _cpu(pid: int) -> float:
-    """A process's own CPU time in seconds (user + system, not its children's: the checks'),
-    a figure the machine's load moves far less than wall-clock time."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _trace(repo: str, entries: list[dict], proposed: dict[str, int], first: int,

@@ -28,6 +28,9 @@ class BenchWorker:
         (bench/profiled_worker.py)."""
         self.tmp = Path(tempfile.mkdtemp(prefix="lonca-bench-"))
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("LONCA_")}
+        # a setting for the worker under test alone: BENCH_LONCA_X=v is its LONCA_X=v (an A/B of
+        # one limit, say BENCH_LONCA_PREVIEW_PROCESSES=0, on one checkout)
+        self.env.update({k[len("BENCH_"):]: v for k, v in os.environ.items() if k.startswith("BENCH_LONCA_")})
         self.env.update(LONCA_HOME=str(self.tmp / "home"), LONCA_HUMANS=str(self.tmp / "humans"), **(extra_env or {}))
         os.environ["LONCA_HUMANS"] = self.env["LONCA_HUMANS"]
         self.socket = self.tmp / "home" / "lonca.sock"

@@ -5,7 +5,7 @@ import binascii
 import logging
 import threading
 from collections import OrderedDict
-from typing import Callable, Iterator, Mapping, TypeVar
+from typing import Callable, Iterator, Mapping, NamedTuple, TypeVar
 
 import pygit2
 
@@ -421,6 +421,31 @@ def quick_base(repo: pygit2.Repository, maps: TreeMaps, cache: SymbolCache, base
         old = [(path, oid) for path, oid in old if (held := index.files.get(path)) is None or held[0] != oid]
     tables = cache.held(old, wait=False)
     return None if tables is None or None in tables else base_map
+
+
+class Previewed(NamedTuple):
+    """What facts.preview answers from, made wherever it is judged (the event loop, a thread, a
+    preview process: service/preview_pool.py) by `previewed`."""
+    facts: dict                 # facts_json
+    syntax_errors: list[str]
+    containers: dict            # Facts.containers: added id -> (container, name)
+    nesting: dict               # Facts.nesting: id -> container, where names may hold dots
+
+
+def previewed(repo: pygit2.Repository, cache: SymbolCache, base: str, base_map: Mapping[str, TreeEntry],
+              files: list[dict], case_twins: bool, redacted: frozenset[str], quick: bool) -> Previewed:
+    """The facts of `files` (check_files's) on `base`, whose map is `base_map`: nothing is
+    written (planned_map). `quick` as facts_of's."""
+    new_map, blobs = planned_map(repo, base, files, base_map, case_twins)
+    facts = facts_of(repo, cache, base, base_map, new_map, files, blobs, redacted, quick=quick)
+    return Previewed(facts_json(facts), list(facts.syntax_errors), facts.containers, facts.nesting)
+
+
+def facts_json(facts) -> dict:
+    """The facts as answers carry them: their syntax errors are answered apart."""
+    out = facts.to_json()
+    out.pop("syntax_errors", None)
+    return out
 
 
 def facts_of(repo: pygit2.Repository, cache: SymbolCache, base: str, base_map: Mapping[str, TreeEntry],

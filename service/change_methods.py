@@ -2,18 +2,18 @@
 readers change.get, change.resolve, change.diff; change.withdraw. How their entries change the state is in reducers.py."""
 import asyncio
 import json
-from typing import Mapping, NamedTuple
+from typing import NamedTuple
 
 import pygit2
 
 from lonca.protocol import LoncaError
 from lonca.queue.checks import TAIL_BYTES
-from lonca.symbols import SYMBOLS_ENGINE, TreeEntry, compare_claim
+from lonca.symbols import SYMBOLS_ENGINE, compare_claim
 
 from . import cedar_policy
 from . import scope as scopes
-from .change_build import (NotQuick, build_commit, check_files, commit_exists, facts_of, new_change_id, planned_map,
-                           quick_base)
+from .change_build import (NotQuick, Previewed, build_commit, check_files, commit_exists, facts_json, facts_of,
+                           new_change_id, previewed, quick_base)
 from .lease_methods import advice, detail, held_detail, name_reasons, own_items
 from .lease_model import FILE, covers, items_conflict, member, split
 from .log import Draft, allow, deny
@@ -111,7 +111,7 @@ def lease_standing(rs: RepoState, session: str | None, needs: list[dict], now: i
 
 class Prepared(NamedTuple):
     """A proposal's commit and facts, made outside the writer (git objects, symbols)."""
-    commit: str | None          # None for a preview (planned_map)
+    commit: str
     facts: dict                 # facts_json
     syntax_errors: list[str]
     mismatches: list[dict]      # the claim against the facts (compare_claim)
@@ -122,49 +122,55 @@ class Prepared(NamedTuple):
 
 
 async def prepare(call: Call, rs: RepoState, base: str, files: list[dict], message: str, author: str,
-                  claim: dict | None = None, *, preview: bool = False) -> Prepared | None:
-    """None when `base` is no commit of the repository. A preview writes nothing (its commit is
-    None); a proposal's `claim` is compared with the facts (a human's change has none: the
-    daemon writes its claim from them)."""
+                  claim: dict | None = None) -> Prepared | None:
+    """A proposal's commit and facts, on a thread; None when `base` is no commit of the
+    repository. Its `claim` is compared with the facts (a human's change has none: the daemon
+    writes its claim from them)."""
     d = call.ctx
     trunk, case_twins = rs.trunk, rs.policy.case_twins  # read on the loop: the thread reads no live state
     redacted = frozenset(rs.redacted)
 
-    def work(store: pygit2.Repository, held_map: Mapping[str, TreeEntry] | None = None) -> Prepared | None:
+    def work(store: pygit2.Repository) -> Prepared | None:
         if not commit_exists(store, base):
             return None
-        base_map = held_map if held_map is not None else d.tree_maps.get(store, base)
-        if preview:   # its facts, no commit
-            commit, (new_map, blobs) = None, planned_map(store, base, files, base_map, case_twins)
-        else:
-            blobs = None
-            commit, new_map = build_commit(store, base, files, message, author, d.now_ms(), base_map, case_twins)
-        facts = facts_of(store, d.symbols, base, base_map, new_map, files, blobs, redacted, quick=held_map is not None)
+        base_map = d.tree_maps.get(store, base)
+        commit, new_map = build_commit(store, base, files, message, author, d.now_ms(), base_map, case_twins)
+        facts = facts_of(store, d.symbols, base, base_map, new_map, files, None, redacted)
         mismatches = compare_claim(claim, facts) if claim is not None else []
         return Prepared(commit, facts_json(facts), list(facts.syntax_errors), mismatches, base_map,
-                        {} if preview else d.tree_maps.get(store, trunk), facts.containers, facts.nesting)
-    if not preview:
-        async with d.builds:    # the pool's other threads stay for previews and reads
-            prepared = await on_store(call, work)
-    else:
-        def on_loop(store: pygit2.Repository) -> Prepared | None:
-            held_map = quick_base(store, d.tree_maps, d.symbols, base, files)
-            if held_map is None:
-                raise NotQuick(base)
-            return work(store, held_map)
-        try:    # small and held: on the loop with its own handle, no thread and no GIL hand-off
-            prepared = on_loop_store(call, on_loop)
-        except NotQuick:    # a thread at once: a preview is quick, and its agent waits for it
-            prepared = await on_store(call, work)
+                        d.tree_maps.get(store, trunk), facts.containers, facts.nesting)
+    async with d.builds:    # the pool's other threads stay for previews and reads
+        prepared = await on_store(call, work)
     if prepared is not None:
         d.warmer.ask(rs.name, rs.trunk)    # the next proposal on trunk is quicker
     return prepared
 
 
-def facts_json(facts) -> dict:
-    out = facts.to_json()
-    out.pop("syntax_errors", None)
-    return out
+async def prepare_preview(call: Call, rs: RepoState, base: str, files: list[dict]) -> Previewed | None:
+    """A preview's facts; None when `base` is no commit of the repository. Small and held
+    (quick_base), on the loop with its own handle: no thread and no GIL hand-off, which cost a
+    preview more than its work (docs/decisions.md, "Small previews judged on the event loop"); else on
+    a thread at once, as its agent waits for it."""
+    d = call.ctx
+    case_twins, redacted = rs.policy.case_twins, frozenset(rs.redacted)   # read on the loop
+
+    def on_loop(store: pygit2.Repository) -> Previewed | None:
+        held_map = quick_base(store, d.tree_maps, d.symbols, base, files)
+        if held_map is None:
+            raise NotQuick(base)
+        return previewed(store, d.symbols, base, held_map, files, case_twins, redacted, True)
+
+    def on_thread(store: pygit2.Repository) -> Previewed | None:
+        if not commit_exists(store, base):
+            return None
+        return previewed(store, d.symbols, base, d.tree_maps.get(store, base), files, case_twins, redacted, False)
+    try:
+        found = on_loop_store(call, on_loop)
+    except NotQuick:
+        found = await on_store(call, on_thread)
+    if found is not None:
+        d.warmer.ask(rs.name, rs.trunk)    # the next proposal on trunk is quicker
+    return found
 
 
 def decide_proposal(rs: RepoState, session: str, change: str | None, facts: dict, base: str, base_map, trunk_map,
@@ -322,7 +328,7 @@ async def preview(call: Call) -> dict:
     since = d.log.failures  # in the loop's step that checked the credential, before any wait
     base = p["base"]
     files = check_files(p["files"])
-    prepared = await prepare(call, rs, base, files, "preview", call.auth.agent, preview=True)
+    prepared = await prepare_preview(call, rs, base, files)
     if prepared is None:
         raise LoncaError("not_found", f"no commit {base} in this repository")
     facts = prepared.facts

@@ -26,8 +26,8 @@ from lonca.symbols import TreeEntry, compute_facts
 
 from . import scope as scopes
 from . import security_methods
-from .change_build import TreeOverlay, check_files, commit_exists
-from .change_methods import facts_json, lease_standing, needed
+from .change_build import TreeOverlay, check_files, commit_exists, facts_json
+from .change_methods import lease_standing, needed
 from .lease_methods import advice
 from .lease_model import FILE
 from .log import Draft, allow

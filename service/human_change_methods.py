@@ -14,8 +14,8 @@ from lonca.canonical import content_hash
 from lonca.protocol import LoncaError, claim_from_facts
 from lonca.symbols import SYMBOLS_ENGINE, compare_claim
 
-from .change_build import check_files, commit_exists, facts_of, new_change_id
-from .change_methods import STATUS, facts_json, leases_on, prepare
+from .change_build import check_files, commit_exists, facts_json, facts_of, new_change_id
+from .change_methods import STATUS, leases_on, prepare
 from .human_methods import SUBMIT_AROUND, SUBMIT_OPS, Append, check_prepared
 from .log import Draft, deny
 from .methods import Call, method
