@@ -286,6 +286,8 @@ def one_run(tmp: Path, n_files: int, n_changes: int, n_agents: int, out: dict) -
         out["event loop lag max during integrations (ms)"] = profile["loop_lag_ms"]["max"]
         out["collector's longest pause during integrations (ms)"] = \
             max((g["longest_ms"] for g in profile["gc"].values()), default=0.0)
+        # a new trunk's map is made by the queue's round, before the move wakes the previews
+        out["trunk maps made on the event loop"] = profile["maps_made_near"]
         out["worker CPU per integration (ms)"] = (cpu_s(w.proc.pid) - cpu) * 1000 / max(1, out["_landed"])
         out["  of it in the kernel (ms)"] = (cpu_s(w.proc.pid, kernel=True) - kernel) * 1000 / max(1, out["_landed"])
         time.sleep(1)

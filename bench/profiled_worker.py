@@ -1,6 +1,7 @@
 """`lonca daemon` measured over a bench's measured phase only: SIGUSR1 starts, SIGUSR2 stops
 and writes to $LONCA_BENCH_PROFILE_OUT a JSON summary (the CPU seconds of the process and of its
-event loop's thread, the collector's pauses by generation, the log's commits and entries) and, with LONCA_BENCH_CPROFILE=1,
+event loop's thread, the collector's pauses by generation, the log's commits and entries, the
+tree maps made on the loop by TreeMaps.near) and, with LONCA_BENCH_CPROFILE=1,
 cProfile's stats of the loop's thread beside it (`.prof`, read with `python -m pstats`), timed
 in that thread's CPU seconds: in wall time a wait for a core or for the GIL counted against
 whatever function was running, epoll's poll above all.
@@ -21,6 +22,7 @@ import time
 
 from lonca.admin_commands import cmd_daemon
 from lonca.cli import build_parser
+from lonca.service.change_build import TreeMaps
 from lonca.service.log import LogWriter
 
 _profile = cProfile.Profile(time.thread_time) if os.environ.get("LONCA_BENCH_CPROFILE") == "1" else None
@@ -78,6 +80,20 @@ def _counting(commit):
 
 
 LogWriter._commit = _counting(LogWriter._commit)  # type: ignore[method-assign]
+_made_near = [0]    # tree maps made on the event loop (TreeMaps.near) while measuring
+
+
+def _counting_near(near):
+    def counted(self, repo, commit_id):
+        held = self.held(commit_id, wait=False)
+        m = near(self, repo, commit_id)
+        if _cpu_at_start and held is None and m is not None:
+            _made_near[0] += 1
+        return m
+    return counted
+
+
+TreeMaps.near = _counting_near(TreeMaps.near)  # type: ignore[method-assign]
 
 
 def _collecting(phase: str, info: dict) -> None:
@@ -90,6 +106,7 @@ def _collecting(phase: str, info: dict) -> None:
 def _start(*_) -> None:
     _pauses.clear()
     _commits[:] = [0, 0]
+    _made_near[0] = 0
     gc.callbacks.append(_collecting)
     _cpu_at_start[:] = [time.process_time(), time.thread_time()]    # signals run on the loop's thread
     _lag[:] = [_LoopLag(asyncio.get_running_loop())]
@@ -110,7 +127,7 @@ def _stop(*_) -> None:
               for g in (0, 1, 2) if (ms := [p for gen, p in _pauses if gen == g])}
     with open(out + ".tmp", "w") as f:
         json.dump({"process_cpu_s": process_s, "loop_cpu_s": loop_s, "gc": pauses,
-                   "commits": _commits[0], "entries": _commits[1], "loop_lag_ms": _lag.pop().stop()}, f)
+                   "commits": _commits[0], "entries": _commits[1], "maps_made_near": _made_near[0], "loop_lag_ms": _lag.pop().stop()}, f)
     os.replace(out + ".tmp", out)   # whole when the bench sees it
 
 

@@ -202,6 +202,8 @@ class QueueRunner:
             else:
                 out = run_lanes(store, base, batch, prints, verify, pol.runners, committer, symbols,
                                 speculate=pol.speculate, announce=announce if r.pipelined else None, groups=groups)
+            if out.landed:  # the next trunk's map, made here: the previews its move wakes find it held, so
+                maps.get(store, out.landed[-1][1])  # the first of them does not make it on the loop (TreeMaps.near)
             # a conflict's names are read from the base's side too: none of a redacted blob's is logged
             files = maps.get(store, base) if redacted and out.conflicted else {}
             paths = {c.split("#", 1)[0] for _q, i in out.conflicted for c in i.conflicts}
