@@ -424,8 +424,8 @@ def quick_base(repo: pygit2.Repository, maps: TreeMaps, cache: SymbolCache, base
 
 
 class Previewed(NamedTuple):
-    """What facts.preview answers from, made wherever it is judged (the event loop, a thread, a
-    preview process: service/preview_pool.py) by `previewed`."""
+    """What facts.preview answers from, made by `previewed` where it is judged (the event loop
+    or a thread: change_methods.prepare_preview)."""
     facts: dict                 # facts_json
     syntax_errors: list[str]
     containers: dict            # Facts.containers: added id -> (container, name)
