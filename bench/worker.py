@@ -29,7 +29,8 @@ class BenchWorker:
         self.tmp = Path(tempfile.mkdtemp(prefix="lonca-bench-"))
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("LONCA_")}
         # a setting for the worker under test alone: BENCH_LONCA_X=v is its LONCA_X=v (an A/B of
-        # one limit, say BENCH_LONCA_PREVIEW_PROCESSES=0, on one checkout)
+        # one limit on one checkout, say BENCH_LONCA_MAX_CONNS_PER_UID=64); a bare LONCA_X is the
+        # caller's own and stays out, as above
         self.env.update({k[len("BENCH_"):]: v for k, v in os.environ.items() if k.startswith("BENCH_LONCA_")})
         self.env.update(LONCA_HOME=str(self.tmp / "home"), LONCA_HUMANS=str(self.tmp / "humans"), **(extra_env or {}))
         os.environ["LONCA_HUMANS"] = self.env["LONCA_HUMANS"]
