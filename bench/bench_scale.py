@@ -32,7 +32,7 @@ from pathlib import Path
 
 from bench.procstat import cpu_s, rss_peak_mb
 from bench.scale_repo import build, path_of, source
-from bench.worker import BenchWorker, median, median_known, own_lag, pct
+from bench.worker import BenchWorker, median, median_known, own_lag, pct, python_speed_s
 from lonca.async_client import AsyncClient
 from lonca.client import wait_until_answering
 from lonca.protocol import claim_from_facts
@@ -312,6 +312,7 @@ def one_run(tmp: Path, n_files: int, n_changes: int, n_agents: int, out: dict) -
         out["tree, one path (ms)"] = tree_ms(w, trunk, [path_of(7)])
         out["worker RSS peak (MB)"] = rss_peak_mb(w.proc.pid)
         out["load average (1 min, machine)"] = os.getloadavg()[0]
+        out["10M additions in a Python loop, this machine (ms)"] = python_speed_s() * 1000
         out["stop (s)"] = timed_stop(w)
         before = len(warm_lines(w.output))
         out["restart: answering (s)"] = restart(w)
