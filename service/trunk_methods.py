@@ -28,12 +28,12 @@ async def bundle(call: Call) -> dict:
     if rs.trunk in known:
         return {"trunk": rs.trunk, "bundle_b64": "", "bytes": 0, "thin": True, "up_to_date": True}
 
-    redacted = frozenset(rs.redacted)  # read on the loop
+    trunk, redacted = rs.trunk, frozenset(rs.redacted)  # read on the loop
     store_path = str(d.config.store_path(rs.name))
 
-    def run_git(*args: str) -> bytes:
+    def run_git(git_dir: str, *args: str) -> bytes:
         try:
-            res = subprocess.run(["git", "-C", store_path, *args], capture_output=True, timeout=GIT_TIMEOUT_S,
+            res = subprocess.run(["git", "--git-dir", git_dir, *args], capture_output=True, timeout=GIT_TIMEOUT_S,
                                  env={"PATH": "/usr/bin:/bin"})
         except subprocess.TimeoutExpired:
             raise LoncaError("git", f"git {args[0]} ran past {GIT_TIMEOUT_S} s and was stopped") from None
@@ -43,25 +43,30 @@ async def bundle(call: Call) -> dict:
 
     def make() -> bytes:
         with tempfile.TemporaryDirectory(prefix="lonca-bundle-") as tmp:
+            # The bundle is made in a repository of its own whose only ref is the trunk read above and
+            # whose objects are the store's (an alternate): git bundle resolves its ref twice and
+            # writes none when the queue moves trunk in between ("Refusing to create empty
+            # bundle"), and the answer's trunk is then the bundle's head by construction.
+            snap = Path(tmp) / "snapshot.git"
+            for folder in ("objects/info", "refs/heads"):
+                (snap / folder).mkdir(parents=True)
+            (snap / "HEAD").write_text(f"ref: {TRUNK_REF}\n")
+            (snap / "objects/info/alternates").write_text(str(Path(store_path, "objects").resolve()) + "\n")
+            (snap / TRUNK_REF).write_text(trunk + "\n")
+            if redacted:
+                listed = run_git(str(snap), "rev-list", "--objects", trunk, *[f"^{h}" for h in known])
+                found = sorted(redacted & {line.split(b" ", 1)[0].decode() for line in listed.splitlines()})
+                if found:
+                    raise LoncaError("redacted", f"a redacted blob ({found[0]}) is among trunk's objects, and git needs "
+                                                 "whole objects: read the files with tree and blobs, which serve it as null")
             out = Path(tmp) / "trunk.bundle"
-            run_git("bundle", "create", "-q", str(out), TRUNK_REF, *[f"^{h}" for h in known])
-            data = out.read_bytes()
-        if redacted:
-            # the objects the bundle holds: those of its head that `have` does not reach (the head is
-            # read from the bundle's header, so a trunk move in between changes nothing)
-            header = data.split(b"\n\n", 1)[0].split(b"\n")[1:]  # after "# v2 git bundle": prerequisites (-id), the ref
-            head = next(x for x in header if x[:1] not in (b"-", b"@")).split(b" ", 1)[0].decode()
-            listed = run_git("rev-list", "--objects", head, *[f"^{h}" for h in known])
-            found = sorted(redacted & {line.split(b" ", 1)[0].decode() for line in listed.splitlines()})
-            if found:
-                raise LoncaError("redacted", f"a redacted blob ({found[0]}) is among trunk's objects, and git needs whole "
-                                             "objects: read the files with tree and blobs, which serve it as null")
-        return data
+            run_git(str(snap), "bundle", "create", "-q", str(out), TRUNK_REF, *[f"^{h}" for h in known])
+            return out.read_bytes()
     data = await asyncio.to_thread(make)
     encoded = base64.b64encode(data).decode()
     if len(encoded) > d.config.limits.page_b64:
         raise LoncaError("too_large", "the bundle does not fit one page; fetch from a closer point (have)")
-    return {"trunk": rs.trunk, "bundle_b64": encoded, "bytes": len(data), "thin": bool(known), "up_to_date": False}
+    return {"trunk": trunk, "bundle_b64": encoded, "bytes": len(data), "thin": bool(known), "up_to_date": False}
 
 
 @method("trunk.distance", "read")

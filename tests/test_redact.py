@@ -69,7 +69,7 @@ def test_a_redacted_blob_is_null_everywhere_and_stays_so_after_a_restart(repo_en
 
     # git needs whole objects: a bundle holding it is refused, one past it is not
     bundle = refusal(lambda: env.client.call("trunk.bundle", {"have": []}, repo="demo", token=env.token))
-    assert bundle.code == "redacted" and blob in bundle.message
+    assert bundle.code == "redacted" and blob in bundle.message, (bundle.code, bundle.message)
     wait_for(env, op["change"], "integrated")
     newer = env.client.call("trunk.bundle", {"have": [trunk]}, repo="demo", token=env.token)
     assert newer["thin"] and newer["bytes"] > 0

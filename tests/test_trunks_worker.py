@@ -42,3 +42,37 @@ def test_every_trunk_has_its_row_and_bases_are_judged_by_them(repo_env):
     with env.w.client() as c2:
         assert c2.call("trunk.distance", {"base": first}, token=a)["behind"] == 3
         assert c2.call("trunk.distance", {"base": "e" * 40}, token=a)["behind"] is None
+
+
+def test_a_bundle_asked_for_while_trunk_moves_is_of_the_trunk_it_names(repo_env):
+    """trunk.bundle while the queue integrates: git bundle create resolves its ref twice and writes
+    none when trunk moves in between; the worker bundles the trunk it read, so every answer holds
+    that trunk as the bundle's only head and none fails."""
+    import base64
+    import threading
+
+    env, c = repo_env, repo_env.client
+    a = env.agent()["token"]
+    acquire(c, a, "app.py#charge")
+    landed: list[str] = []
+    first = env.trunk   # read on this thread: c is not shared with the lander's
+
+    def land() -> None:
+        with env.w.client() as c2:
+            base = first
+            for n in range(8):
+                got = propose(c2, a, base, {"app.py": APP.replace("amount * 2", f"amount * {n + 3}")})
+                assert got["decision"]["outcome"] == "allow", got
+                base = integrated(c2, a, got["change"])
+                landed.append(base)
+
+    lander = threading.Thread(target=land)
+    lander.start()
+    answers = 0
+    while lander.is_alive() or not answers:
+        got = c.call("trunk.bundle", {"have": []}, token=a)
+        header = base64.b64decode(got["bundle_b64"]).split(b"\n\n", 1)[0].decode().splitlines()
+        assert header[1:] == [f"{got['trunk']} refs/heads/main"], (header, got["trunk"])
+        answers += 1
+    lander.join()
+    assert len(landed) == 8 and answers > 1
