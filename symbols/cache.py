@@ -22,6 +22,7 @@ import dataclasses
 import pickle
 import threading
 from collections import OrderedDict
+from contextlib import AbstractContextManager, nullcontext
 from functools import cached_property
 from typing import TYPE_CHECKING, Callable, Protocol
 
@@ -72,6 +73,10 @@ class TableStore(Protocol):
     def get_many(self, keys: list[Key]) -> dict[Key, FileSymbols]: ...
 
     def put(self, key: Key, table: FileSymbols) -> None: ...
+
+    def holding(self) -> AbstractContextManager[None]:
+        """Puts made in the block may be written once it ends: one put a key, the last."""
+        ...
 
 
 class SymbolCache:
@@ -182,6 +187,11 @@ class SymbolCache:
             self._max_tree_bytes = min(self._bound_tree_bytes, max(TREE_BYTES_FLOOR, TREE_BYTES_PER_FILE * self._files))
             self._drop_tables()
             self._drop_trees()
+
+    def holding_puts(self) -> AbstractContextManager[None]:
+        """The store's `holding` (a warm of a whole tree puts each table twice: parsed, then
+        with its mentions)."""
+        return self.store.holding() if self.store is not None else nullcontext()
 
     def answered(self, table: FileSymbols, oid: str) -> None:
         """`table` learnt mentions (mentions.py): the store keeps them too."""

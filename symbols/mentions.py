@@ -113,7 +113,8 @@ def warm_base(base: Mapping, cache: SymbolCache, load: Callable[[str], bytes],
     work is then proportional to them and to the files holding the names that came or went.
     None when `stop()` said to stop before the end."""
     if since is None:
-        index = _whole(base, cache, load, stop)
+        with cache.holding_puts():
+            index = _whole(base, cache, load, stop)
         if index is not None and key is not None:
             cache.keep_base_index(key, index)
         return index

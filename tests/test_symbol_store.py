@@ -40,6 +40,25 @@ def test_a_new_cache_reads_the_tables_a_warm_wrote(tmp_path) -> None:
     again.close()
 
 
+def test_a_warm_from_scratch_writes_each_table_once(tmp_path, monkeypatch) -> None:
+    """Its tables are put parsed, then again with their mentions: written once each, even
+    with a writer that writes every put at once (a batch of one); a second warm's go out when
+    it ends."""
+    import lonca.service.symbol_store as symbol_store
+    monkeypatch.setattr(symbol_store, "_BATCH", 1)
+    blobs = Blobs()
+    base = blobs.tree({p.name: p.read_bytes() for p in STDLIB})
+    store = SqliteTables(tmp_path / "symbols.db")
+    cache = SymbolCache(store=store)
+    index = warm_base(base, cache, blobs.load, "base")
+    answered = sum(1 for _, t in index.files.values() if t.mentions)
+    assert answered > len(STDLIB) / 2      # most tables were put twice
+    other = blobs.tree({"late.py": b"def late():\n    return 1\n"})
+    warm_base(other, cache, blobs.load, "other")
+    store.close(timeout_s=30)
+    assert store.rows_written == store.count() == len(STDLIB) + 1
+
+
 def test_a_table_round_trips_and_another_engine_is_not_read(tmp_path) -> None:
     blobs = Blobs()
     base = blobs.tree({"a.py": STDLIB[0].read_bytes(), "b.rs": b"fn main() { run(); }\n"})
