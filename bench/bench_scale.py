@@ -297,6 +297,10 @@ def one_run(tmp: Path, n_files: int, n_changes: int, n_agents: int, out: dict) -
         out["event loop lag max during integrations (ms)"] = profile["loop_lag_ms"]["max"]
         out["collector's longest pause during integrations (ms)"] = \
             max((g["longest_ms"] for g in profile["gc"].values()), default=0.0)
+        full = profile["gc"].get("2", {"count": 0, "longest_ms": 0.0})
+        out["  full collections (generation 2)"] = full["count"]
+        out["  longest young collection, gen 0-1 (ms)"] = \
+            max((g["longest_ms"] for k, g in profile["gc"].items() if k != "2"), default=0.0)
         # a new trunk's map is made by the queue's round, before the move wakes the previews
         out["trunk maps made on the event loop"] = profile["maps_made_near"]
         out["worker CPU per integration (ms)"] = (cpu_s(w.proc.pid) - cpu) * 1000 / max(1, out["_landed"])

@@ -63,7 +63,9 @@ _ANCESTORS = 64     # how far back a held map is looked for; a whole walk costs 
 # MB) filled with the blobs of history in a repository of 10,000 files, where every edit is a new
 # blob; at 100,000 files it is 200,000, two whole trees' worth
 _SIZES_MIN = 1024
-_DEPTH = 8          # overlays stacked on a map before it is made flat
+# changed paths an overlay may hold before its map is made flat (a copy of the whole dict, which
+# the collector then walks: TreeOverlay says why this is rare)
+FLAT_AT = 512
 _NEAR_FILES = 256   # files of difference made on the event loop (TreeMaps.near; a one-file change's costs ~0.1 ms)
 
 
@@ -72,14 +74,14 @@ class TreeMaps:
     commit one of whose recent ancestors' map is held (a trunk move's parent, or further back
     after a batch, whose middle commits nobody asked about) gets its map from that one and the
     subtrees that differ (tree_changes), not from a walk of its whole tree: a TreeOverlay on
-    that map, made flat again (one copy in C) once _DEPTH of them are stacked, so a trunk move
-    copies no dict of 100 000 paths and a lookup walks at most _DEPTH layers."""
+    that map, made flat again (one copy in C) once it holds `flat_at` changed paths, so a trunk
+    move copies no dict of 100 000 paths."""
 
-    def __init__(self, size: int = 16):
+    def __init__(self, size: int = 16, flat_at: int = FLAT_AT):
         self._maps: OrderedDict[str, Mapping[str, TreeEntry]] = OrderedDict()
         self._sizes: OrderedDict[str, int] = OrderedDict()      # blob id -> size (blobs never change)
         self._lock = threading.Lock()  # shared by the worker's threads
-        self.size = size
+        self.size, self.flat_at = size, flat_at
         self._files = 0     # the files of the largest flat map put: what bounds _sizes
 
     def held(self, commit_id: str, wait: bool = True) -> Mapping[str, TreeEntry] | None:
@@ -104,7 +106,7 @@ class TreeMaps:
         m: Mapping[str, TreeEntry]
         if before is not None:
             m = TreeOverlay(before, tree_changes(repo, ancestor.tree, commit.tree))
-            if m.depth >= _DEPTH:   # as near does: a held map is never left _DEPTH deep
+            if self._due(m):   # as near does: a held map never holds flat_at changed paths
                 m = m.flat()
         else:
             m = tree_map(repo, commit.tree)
@@ -116,8 +118,8 @@ class TreeMaps:
         held ancestor's (held_ancestor: a trunk moved by a batch of integrations, whose middle
         commits nobody asked about) with at most _NEAR_FILES files of difference; the first
         previews on a new trunk would otherwise all go to a thread until one made its map. None
-        where that is not so, or where one more overlay would need flattening (a copy of the
-        whole map, 2-10 ms at 100 000 files): an overlay made here _DEPTH deep is flattened on a
+        where that is not so, or where the held map is due to be made flat (a copy of the
+        whole map, 2-10 ms at 100 000 files): an overlay made here that is due is flattened on a
         thread of the running loop at once, so the next trunk's is made here too."""
         held = self.held(commit_id, wait=False)
         if held is not None:
@@ -127,7 +129,7 @@ class TreeMaps:
         except LoncaError:
             return None
         ancestor, before = held_ancestor(commit, lambda c: self.held(c, wait=False))
-        if before is None or (before.depth if isinstance(before, TreeOverlay) else 0) >= _DEPTH:
+        if before is None or self._due(before):
             return None
         changes = tree_changes_upto(repo, ancestor.tree, commit.tree, _NEAR_FILES)
         if changes is None:
@@ -138,10 +140,14 @@ class TreeMaps:
                 self._keep(commit_id, m)
             finally:
                 self._lock.release()
-            if m.depth == _DEPTH:   # nobody awaits it: a failure is logged, and the map stays an overlay
+            if self._due(m):   # nobody awaits it: a failure is logged, and the map stays an overlay
                 asyncio.get_running_loop().run_in_executor(None, self._flatten, commit_id, m).add_done_callback(
                     _flatten_failed)
         return m
+
+    def _due(self, m: Mapping[str, TreeEntry]) -> bool:
+        """Whether `m` is an overlay to be made flat: it holds flat_at changed paths."""
+        return isinstance(m, TreeOverlay) and len(m.changes) >= self.flat_at
 
     def _flatten(self, commit_id: str, m: "TreeOverlay") -> None:
         """(a thread) `m`, held for `commit_id`, held as one dict instead: the same map."""
@@ -306,29 +312,31 @@ def held_ancestor(commit: pygit2.Commit, lookup: Callable[[str], T | None]) -> t
 
 
 class TreeOverlay(Mapping[str, TreeEntry]):
-    """A tree's map as its base's and the paths that differ (None where deleted): made in the
-    time of the change. A copy of the base's dict cost 2-10 ms at 100 000 files (60 ms once
-    deletions left holes in it), twice an integration (preview and proposal), holding the GIL."""
+    """A tree's map as a flat map and the paths that differ from it (None where deleted): made in
+    the time of the change. A copy of the base's dict cost 2-10 ms at 100 000 files (60 ms once
+    deletions left holes in it), twice an integration (preview and proposal), holding the GIL.
+    An overlay on an overlay is one layer on the flat map below both, its changes theirs merged
+    (a copy of the changed paths only): a lookup is two dict lookups however many trunk moves
+    stack. And the flat map stays the same dict for hundreds of moves: each copy of it was a
+    new dict of 100 000 entries that the collector's young passes walked, entry by entry, until
+    it grew old (47-58 ms passes at 100 000 files, measured in bench scale)."""
 
-    __slots__ = ("base", "changes", "depth")
+    __slots__ = ("base", "changes")
 
     def __init__(self, base: Mapping[str, TreeEntry], changes: dict[str, TreeEntry | None]) -> None:
-        self.base, self.changes = base, changes
-        self.depth: int = base.depth + 1 if isinstance(base, TreeOverlay) else 1
+        if isinstance(base, TreeOverlay):
+            base, changes = base.base, base.changes | changes
+        self.base: Mapping[str, TreeEntry] = base
+        self.changes: dict[str, TreeEntry | None] = changes
 
     def flat(self) -> dict[str, TreeEntry]:
-        """The same map as one dict: the bottom one copied (in C), then each layer's changes."""
-        layers, m = [], self
-        while isinstance(m, TreeOverlay):
-            layers.append(m.changes)
-            m = m.base
-        out = dict(m)
-        for changes in reversed(layers):
-            for path, e in changes.items():
-                if e is None:
-                    out.pop(path, None)
-                else:
-                    out[path] = e
+        """The same map as one dict: the flat one copied (in C), then the changes."""
+        out = dict(self.base)
+        for path, e in self.changes.items():
+            if e is None:
+                out.pop(path, None)
+            else:
+                out[path] = e
         return out
 
     def get(self, path, default=None):

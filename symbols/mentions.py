@@ -188,14 +188,18 @@ def warm_base(base: Mapping, cache: SymbolCache, load: Callable[[str], bytes],
             _answer(cache, oid, table, held, load)
             for name in held:
                 holder_set(name).add(path)
+    # only what changed is written: a write copies the name's shard of the map (a few thousand
+    # entries), and the young collections walk each copy until it is old; an edit that keeps what
+    # its file defines (most do) leaves every count as it was
     for name in counts.keys() | holders.keys():
-        n = count(name)
+        n, entry = count(name), names.get(name)
         if not n:
-            names.pop(name, None)
+            if entry is not None:
+                del names[name]
         elif name in holders:
             names[name] = (n, tuple(holders[name]))
-        else:
-            names[name] = (n, names[name][1] if name in names else ())
+        elif entry is None or entry[0] != n:
+            names[name] = (n, entry[1] if entry is not None else ())
     index = NameIndex(files, names)
     if key is not None:
         cache.keep_base_index(key, index)

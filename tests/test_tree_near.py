@@ -1,14 +1,15 @@
 """TreeMaps.near (a preview's base map made on the event loop from a held ancestor's and the
 trees' difference) is the map a whole walk of the commit's tree gives, or None where the loop
 must leave it to a thread: no held map within _ANCESTORS first-parent ancestors, more than _NEAR_FILES files of
-difference, or one overlay too many (its flat copy made on a thread is on its way)."""
+difference, or a held map due to be made flat (its flat copy made on a thread is on its way).
+An overlay on an overlay is one layer on the flat map below (TreeOverlay)."""
 import asyncio
 
 import pygit2
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lonca.service.change_build import _ANCESTORS, _DEPTH, _NEAR_FILES, TreeMaps, TreeOverlay, tree_map
+from lonca.service.change_build import _ANCESTORS, _NEAR_FILES, TreeMaps, TreeOverlay, tree_map
 
 SIG = pygit2.Signature("a", "b", 0, 0)
 # files and folders come and go; a file gives way to a folder of the same name and back
@@ -45,7 +46,7 @@ def test_a_map_made_near_is_the_walked_one(tmp_path_factory, steps, wait):
     """`wait`: for each flat copy begun on a thread before the next commit is asked about, or not."""
     repo = pygit2.init_repository(str(tmp_path_factory.mktemp("s") / "s.git"), bare=True)
     commits = _chain(repo, steps)
-    maps = TreeMaps(size=64)
+    maps = TreeMaps(size=64, flat_at=3)     # a few changed paths: flat copies are made often
     maps.get(repo, commits[0])
     for commit, (_, held) in zip(commits[1:], steps):
         if held:
@@ -60,12 +61,12 @@ def test_a_map_made_near_is_the_walked_one(tmp_path_factory, steps, wait):
             back = next((k for k in range(1, _ANCESTORS + 1)
                          if at - k >= 0 and maps.held(commits[at - k]) is not None), None)
             if m is None:
-                # only where the loop must not make it: nothing held near, or one layer too many
-                assert back is None or maps.held(commits[at - back]).depth >= _DEPTH, (at, back)
+                # only where the loop must not make it: nothing held near, or a map due to be made flat
+                assert back is None or due(maps, maps.held(commits[at - back])), (at, back)
                 continue
             walked = tree_map(repo, repo[commit].tree)
             assert dict(m.items()) == walked and sorted(m) == sorted(walked)
-            assert not isinstance(m, TreeOverlay) or m.depth <= _DEPTH
+            assert not isinstance(m, TreeOverlay) or not isinstance(m.base, TreeOverlay)    # one layer
             # kept (or its flat copy already): the next preview and the threads' get find it
             assert maps.held(commit) in (m, walked)
             if asked:
@@ -76,27 +77,30 @@ def test_a_map_made_near_is_the_walked_one(tmp_path_factory, steps, wait):
     for commit in commits:
         m = maps.held(commit)
         assert m is None or dict(m.items()) == tree_map(repo, repo[commit].tree)
-        if commit in made:      # made flat where it reached _DEPTH
-            assert not isinstance(m, TreeOverlay) or m.depth < _DEPTH
+        if commit in made:      # made flat where it was due
+            assert not due(maps, m)
     assert maps.get(repo, commits[-1]) == tree_map(repo, repo[commits[-1]].tree)
 
 
+def due(maps: TreeMaps, m) -> bool:
+    return isinstance(m, TreeOverlay) and len(m.changes) >= maps.flat_at
+
+
 async def _flat(maps: TreeMaps, commit: str) -> None:
-    """Until the map held for `commit` is not _DEPTH overlays deep (a thread is flattening it)."""
+    """Until the map held for `commit` is not due to be made flat (a thread is flattening it)."""
     for _ in range(500):
-        m = maps.held(commit)
-        if not isinstance(m, TreeOverlay) or m.depth < _DEPTH:
+        if not due(maps, maps.held(commit)):
             return
         await asyncio.sleep(0.002)
-    raise AssertionError("the map _DEPTH deep was not made flat")
+    raise AssertionError("the map due to be made flat was not made flat")
 
 
 def test_every_trunk_of_a_long_run_is_made_near(tmp_path):
     """A trunk moved 30 times, each asked about: every map made on the loop (none left to a
-    thread's walk by the depth), as long as each flat copy is done before the next trunk's."""
+    thread's walk by a flat copy due), as long as each flat copy is done before the next trunk's."""
     repo = pygit2.init_repository(str(tmp_path / "s.git"), bare=True)
     commits = _chain(repo, [([("write", f"p{k % 5}/f", k)], False) for k in range(30)])
-    maps = TreeMaps()
+    maps = TreeMaps(flat_at=4)      # five paths change: a flat copy every few moves
     maps.get(repo, commits[0])
 
     async def ask() -> None:

@@ -110,3 +110,21 @@ def test_an_older_base_keeps_its_index_and_a_stopped_warm_keeps_nothing() -> Non
     warm_base(diff(first, second), cache, blobs.load, "second", since=index)
     assert answers(index) == before == scratch(first, blobs)
     assert warm_base(second, SymbolCache(), blobs.load, "x", stop=lambda: True) is None
+
+
+def test_an_edit_that_keeps_what_its_file_defines_copies_no_name_shard() -> None:
+    """A body edited (the bench's and most agents' changes): every count and holder stays, so the
+    new index shares all of the old one's name shards (a write would copy one, which the
+    collector's young passes then walk); the counts are those of a warm from scratch."""
+    from lonca.symbols.shared_map import SHARDS
+    rnd = random.Random(7)
+    blobs = Blobs()
+    files = {f"m{i}.py": module(i, rnd) for i in range(30)}
+    cache = SymbolCache()
+    first = blobs.tree(files)
+    index = warm_base(first, cache, blobs.load, "first")
+    files["m3.py"] = files["m3.py"].replace(b"+ helper(x)", b"+ helper(x) + 1")
+    second = blobs.tree(files)
+    again = warm_base(diff(first, second), cache, blobs.load, "second", since=index)
+    assert again.names.shared_with(index.names) == SHARDS
+    assert dict(again.names.items()) == dict(warm_base(second, SymbolCache(), blobs.load).names.items())

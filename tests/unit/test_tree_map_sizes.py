@@ -29,25 +29,25 @@ def test_a_map_made_flat_off_the_loop_raises_the_sizes_bound(tmp_path):
     the bound follows the flat copy's files, not the first whole walk's."""
     import asyncio
 
-    from lonca.service.change_build import _DEPTH, TreeOverlay
+    from lonca.service.change_build import TreeOverlay
 
     repo = pygit2.init_repository(str(tmp_path / "s.git"), bare=True)
     sig = pygit2.Signature("t", "t@example.com", 0, 0)
     index, parents, commits = pygit2.Index(), [], []
-    for n in range(_DEPTH + 1):     # 10 files, then 250 more in each of _DEPTH commits: 2,010
+    for n in range(9):      # 10 files, then 250 more in each of 8 commits: 2,010
         for f in range(10 if n == 0 else 250):
             index.add(pygit2.IndexEntry(f"d{n}/f{f}.py", repo.create_blob(f"x = {n}, {f}\n".encode()),
                                         pygit2.GIT_FILEMODE_BLOB))
         c = repo.create_commit(None, sig, sig, "m", index.write_tree(repo), parents)
         parents = [c]
         commits.append(str(c))
-    maps = TreeMaps()
+    maps = TreeMaps(flat_at=8 * 250)    # the last is due to be made flat
     maps.get(repo, commits[0])      # a whole walk of 10 files
 
     async def grow() -> None:
         for c in commits[1:]:
             assert maps.near(repo, c) is not None
-        for _ in range(500):        # the flat copy of the last, _DEPTH overlays deep, on a thread
+        for _ in range(500):        # the flat copy of the last, due, on a thread
             if not isinstance(maps.held(commits[-1]), TreeOverlay):
                 return
             await asyncio.sleep(0.002)
