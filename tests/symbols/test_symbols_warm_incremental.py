@@ -97,18 +97,27 @@ def test_incremental_warms_answer_what_a_warm_from_scratch_answers() -> None:
     assert cache.base_index("b39") is index and cache.base_index("b0") is None
 
 
-def test_an_older_base_keeps_its_index_and_a_stopped_warm_keeps_nothing() -> None:
-    rnd = random.Random(5)
+def edited_once(seed: int, old: bytes, new: bytes) -> tuple[Blobs, dict, dict, NameIndex, NameIndex]:
+    """30 modules warmed from scratch, then m3.py edited (`old` -> `new`) and warmed from that
+    index: (blobs, the first tree, the second, their indexes)."""
+    rnd = random.Random(seed)
     blobs = Blobs()
     files = {f"m{i}.py": module(i, rnd) for i in range(30)}
     cache = SymbolCache()
     first = blobs.tree(files)
     index = warm_base(first, cache, blobs.load, "first")
-    before = answers(index)
-    files["m3.py"] = files["m3.py"].replace(b"def f3", b"def g3")
+    files["m3.py"] = files["m3.py"].replace(old, new)
     second = blobs.tree(files)
-    warm_base(diff(first, second), cache, blobs.load, "second", since=index)
-    assert answers(index) == before == scratch(first, blobs)
+    before = answers(index)
+    again = warm_base(diff(first, second), cache, blobs.load, "second", since=index)
+    assert answers(index) == before     # the first base's index is as it was
+    assert again is not None
+    return blobs, first, second, index, again
+
+
+def test_an_older_base_keeps_its_index_and_a_stopped_warm_keeps_nothing() -> None:
+    blobs, first, second, index, _ = edited_once(5, b"def f3", b"def g3")
+    assert answers(index) == scratch(first, blobs)     # as it was before the second warm
     assert warm_base(second, SymbolCache(), blobs.load, "x", stop=lambda: True) is None
 
 
@@ -117,14 +126,6 @@ def test_an_edit_that_keeps_what_its_file_defines_copies_no_name_shard() -> None
     new index shares all of the old one's name shards (a write would copy one, which the
     collector's young passes then walk); the counts are those of a warm from scratch."""
     from lonca.symbols.shared_map import SHARDS
-    rnd = random.Random(7)
-    blobs = Blobs()
-    files = {f"m{i}.py": module(i, rnd) for i in range(30)}
-    cache = SymbolCache()
-    first = blobs.tree(files)
-    index = warm_base(first, cache, blobs.load, "first")
-    files["m3.py"] = files["m3.py"].replace(b"+ helper(x)", b"+ helper(x) + 1")
-    second = blobs.tree(files)
-    again = warm_base(diff(first, second), cache, blobs.load, "second", since=index)
+    blobs, _, second, index, again = edited_once(7, b"+ helper(x)", b"+ helper(x) + 1")
     assert again.names.shared_with(index.names) == SHARDS
     assert dict(again.names.items()) == dict(warm_base(second, SymbolCache(), blobs.load).names.items())
