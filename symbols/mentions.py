@@ -194,8 +194,7 @@ def warm_base(base: Mapping, cache: SymbolCache, load: Callable[[str], bytes],
     for name in counts.keys() | holders.keys():
         n, entry = count(name), names.get(name)
         if not n:
-            if entry is not None:
-                del names[name]
+            names.pop(name, None)   # SharedMap.pop copies no shard for a name it does not hold
         elif name in holders:
             names[name] = (n, tuple(holders[name]))
         elif entry is None or entry[0] != n:

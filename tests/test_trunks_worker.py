@@ -1,6 +1,9 @@
 """A real worker writes every commit that becomes trunk to the trunks table (service/trunk_history.py),
 on SQLite and PostgreSQL, once each, in the commit of the entry that made it trunk; stale_trunk,
-unknown_base and trunk.distance answer from it, before and after a restart."""
+unknown_base and trunk.distance answer from it, before and after a restart; trunk.bundle, asked
+while trunk moves, bundles the trunk it names."""
+import base64
+import threading
 import time
 
 from helpers import acquire, db_rows, propose
@@ -48,9 +51,6 @@ def test_a_bundle_asked_for_while_trunk_moves_is_of_the_trunk_it_names(repo_env)
     """trunk.bundle while the queue integrates: git bundle create resolves its ref twice and writes
     none when trunk moves in between; the worker bundles the trunk it read, so every answer holds
     that trunk as the bundle's only head and none fails."""
-    import base64
-    import threading
-
     env, c = repo_env, repo_env.client
     a = env.agent()["token"]
     acquire(c, a, "app.py#charge")
